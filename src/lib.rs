@@ -1,0 +1,29 @@
+//! zabkeeper: a replicated coordination service in the family of Apache ZooKeeper.
+//!
+//! # Layout
+//! - [`tree`]: the data tree (znodes, ACLs, watches) and the leader's
+//!   request-to-transaction step. Pure.
+//! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
+//! - [`op`]: the client operation model both front ends share.
+
+pub mod error;
+pub mod ids;
+pub mod op;
+pub mod tree;
+pub mod txn;
+
+/// Generated protobuf and gRPC code.
+pub mod proto {
+    /// The client session API.
+    pub mod client {
+        tonic::include_proto!("zabkeeper.client.v1");
+    }
+    /// Replica-to-replica Zab traffic.
+    pub mod peer {
+        tonic::include_proto!("zabkeeper.peer.v1");
+    }
+    /// The operator API.
+    pub mod admin {
+        tonic::include_proto!("zabkeeper.admin.v1");
+    }
+}

@@ -1,0 +1,274 @@
+//! The client operation model shared by both front ends (the gRPC session API
+//! and the ZooKeeper wire port) and the replica that serves them.
+//!
+//! Front ends decode their own formats into [`Op`] and encode [`OpResult`] /
+//! [`ZkError`](crate::error::ZkError) back; everything in between sees only these types.
+
+use crate::error::{ErrorCode, ZkError};
+use crate::tree::acl::{Acl, Id};
+use crate::tree::stat::{CreateMode, Stat};
+use crate::tree::watch::{AddWatchMode, WatcherType};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// One client request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Create a node (create, create2, createContainer, createTTL).
+    Create {
+        /// Path; sequential modes append a counter.
+        path: String,
+        /// Initial data.
+        data: Bytes,
+        /// The ACL (non-empty).
+        acl: Vec<Acl>,
+        /// The create mode.
+        mode: CreateMode,
+        /// TTL in ms for the TTL modes, -1 otherwise.
+        ttl_ms: i64,
+    },
+    /// Delete a node whose version matches (-1: any).
+    Delete {
+        /// The node.
+        path: String,
+        /// Expected version.
+        version: i32,
+    },
+    /// The node's Stat, optionally leaving a watch.
+    Exists {
+        /// The node.
+        path: String,
+        /// Leave a watch.
+        watch: bool,
+    },
+    /// The node's data and Stat.
+    GetData {
+        /// The node.
+        path: String,
+        /// Leave a watch.
+        watch: bool,
+    },
+    /// Replace the data if the version matches (-1: any).
+    SetData {
+        /// The node.
+        path: String,
+        /// New data.
+        data: Bytes,
+        /// Expected version.
+        version: i32,
+    },
+    /// The node's ACL and Stat.
+    GetAcl {
+        /// The node.
+        path: String,
+    },
+    /// Replace the ACL if the ACL version matches (-1: any).
+    SetAcl {
+        /// The node.
+        path: String,
+        /// New ACL.
+        acl: Vec<Acl>,
+        /// Expected aversion.
+        version: i32,
+    },
+    /// The node's children (and its Stat with `with_stat`).
+    GetChildren {
+        /// The node.
+        path: String,
+        /// Leave a child watch.
+        watch: bool,
+        /// Also return the Stat (getChildren2).
+        with_stat: bool,
+    },
+    /// The number of descendants of a node.
+    GetAllChildrenNumber {
+        /// The node.
+        path: String,
+    },
+    /// The calling session's ephemerals under a prefix.
+    GetEphemerals {
+        /// Path prefix ("/" for all).
+        prefix: String,
+    },
+    /// Succeed only if the node's version matches.
+    Check {
+        /// The node.
+        path: String,
+        /// Expected version.
+        version: i32,
+    },
+    /// Atomic writes: create, delete, setData and check ops.
+    Multi(Vec<Op>),
+    /// Independent reads: getData and getChildren ops.
+    MultiRead(Vec<Op>),
+    /// Catch up with the leader before the session's next read.
+    Sync {
+        /// Echoed back.
+        path: String,
+    },
+    /// A persistent (recursive) watch.
+    AddWatch {
+        /// The node (need not exist).
+        path: String,
+        /// Persistent or recursive.
+        mode: AddWatchMode,
+    },
+    /// Remove the session's watches of a kind on a path.
+    RemoveWatches {
+        /// The node.
+        path: String,
+        /// Which watches.
+        kind: WatcherType,
+    },
+    /// Whether the session has watches of a kind on a path.
+    CheckWatches {
+        /// The node.
+        path: String,
+        /// Which watches.
+        kind: WatcherType,
+    },
+    /// Re-register watches after a reconnect.
+    SetWatches {
+        /// The client's last seen zxid: changes after it fire at once.
+        relative_zxid: i64,
+        /// getData watches.
+        data: Vec<String>,
+        /// exists watches.
+        exist: Vec<String>,
+        /// getChildren watches.
+        child: Vec<String>,
+        /// Persistent watches.
+        persistent: Vec<String>,
+        /// Persistent recursive watches.
+        persistent_recursive: Vec<String>,
+    },
+    /// Add an identity to the session.
+    Auth {
+        /// The scheme (digest).
+        scheme: String,
+        /// The credentials.
+        auth: Bytes,
+    },
+    /// The session's identities.
+    WhoAmI,
+    /// Keep the session alive.
+    Ping,
+    /// End the session.
+    CloseSession,
+}
+
+impl Op {
+    /// Whether the op changes replicated state and so goes through the leader.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Op::Create { .. }
+                | Op::Delete { .. }
+                | Op::SetData { .. }
+                | Op::SetAcl { .. }
+                | Op::Check { .. }
+                | Op::Multi(_)
+                | Op::CloseSession
+        )
+    }
+
+    /// The path the op concerns, if it has one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            Op::Create { path, .. }
+            | Op::Delete { path, .. }
+            | Op::Exists { path, .. }
+            | Op::GetData { path, .. }
+            | Op::SetData { path, .. }
+            | Op::GetAcl { path }
+            | Op::SetAcl { path, .. }
+            | Op::GetChildren { path, .. }
+            | Op::GetAllChildrenNumber { path }
+            | Op::Check { path, .. }
+            | Op::Sync { path }
+            | Op::AddWatch { path, .. }
+            | Op::RemoveWatches { path, .. }
+            | Op::CheckWatches { path, .. } => Some(path),
+            Op::GetEphemerals { prefix } => Some(prefix),
+            _ => None,
+        }
+    }
+
+    /// The payload size a request carries (data plus paths), for limit checks.
+    pub fn approximate_size(&self) -> usize {
+        let own = self.path().map_or(0, str::len);
+        own + match self {
+            Op::Create { data, acl, .. } => data.len() + acl.len() * 32,
+            Op::SetData { data, .. } => data.len(),
+            Op::SetAcl { acl, .. } => acl.len() * 32,
+            Op::Multi(ops) | Op::MultiRead(ops) => ops.iter().map(Op::approximate_size).sum(),
+            Op::SetWatches { data, exist, child, persistent, persistent_recursive, .. } => {
+                [data, exist, child, persistent, persistent_recursive]
+                    .iter()
+                    .flat_map(|v| v.iter())
+                    .map(String::len)
+                    .sum()
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// The successful answer to an [`Op`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpResult {
+    /// create: the final path and the new node's Stat.
+    Created {
+        /// The final path.
+        path: String,
+        /// The new node's Stat.
+        stat: Stat,
+    },
+    /// exists, setData, setACL, check.
+    Stat(Stat),
+    /// getData.
+    Data {
+        /// The data.
+        data: Bytes,
+        /// The Stat.
+        stat: Stat,
+    },
+    /// getChildren.
+    Children {
+        /// Child names, sorted.
+        children: Vec<String>,
+        /// With getChildren2.
+        stat: Option<Stat>,
+    },
+    /// getACL.
+    Acl {
+        /// The ACL.
+        acl: Vec<Acl>,
+        /// The Stat.
+        stat: Stat,
+    },
+    /// getAllChildrenNumber.
+    Count(i32),
+    /// getEphemerals.
+    Paths(Vec<String>),
+    /// multi / multiRead: a result or an error per op.
+    Multi(Vec<MultiItem>),
+    /// whoAmI.
+    Identities(Vec<Id>),
+    /// sync: the path.
+    Synced(String),
+    /// Ops without a body (delete, ping, addWatch, auth, …).
+    Empty,
+}
+
+/// One op's outcome inside a multi or multiRead.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MultiItem {
+    /// The op succeeded (delete and check give [`OpResult::Empty`]).
+    Ok(OpResult),
+    /// The op failed, or was not applied because another failed.
+    Err(ErrorCode),
+}
+
+/// What a request gets back.
+pub type Reply = Result<OpResult, ZkError>;

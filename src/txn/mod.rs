@@ -1,0 +1,149 @@
+//! Transactions: the deterministic, fully resolved form of a write.
+//!
+//! The leader turns each client write into a [`Txn`] (see `tree::prepare`):
+//! sequential names are already chosen, versions already checked, ACLs
+//! already expanded, the time already stamped. Applying a transaction
+//! therefore never fails and yields the same tree on every replica; Zab
+//! replicates exactly these values and the log stores them.
+
+pub mod codec;
+
+use crate::error::ErrorCode;
+use crate::ids::{SessionId, Zxid};
+use crate::tree::acl::Acl;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// One transaction: who asked, when, and what changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Txn {
+    /// The session that asked for it ([`SessionId::NONE`] for server-internal ones).
+    pub session: SessionId,
+    /// The client's request id within the session (its xid).
+    pub cxid: i32,
+    /// The leader's clock when it prepared the write, ms since the Unix epoch.
+    pub time_ms: i64,
+    /// The change.
+    pub body: TxnBody,
+}
+
+/// What a transaction changes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TxnBody {
+    /// A new session.
+    CreateSession {
+        /// Negotiated timeout.
+        timeout_ms: i32,
+        /// The password a client must show to resume the session.
+        password: Bytes,
+    },
+    /// A session ends (closed or expired); its ephemerals go with it.
+    CloseSession {
+        /// The ephemerals to delete, resolved by the leader, sorted.
+        paths: Vec<String>,
+    },
+    /// A node is created.
+    Create {
+        /// The final path (sequential suffix included).
+        path: String,
+        /// The data.
+        data: Bytes,
+        /// The expanded ACL.
+        acl: Vec<Acl>,
+        /// 0, the owning session, or the container/TTL marker.
+        ephemeral_owner: i64,
+        /// The parent's cversion after this create.
+        parent_cversion: i32,
+    },
+    /// A node is deleted.
+    Delete {
+        /// The node.
+        path: String,
+    },
+    /// A node's data is replaced.
+    SetData {
+        /// The node.
+        path: String,
+        /// The new data.
+        data: Bytes,
+        /// The node's version after this change.
+        version: i32,
+    },
+    /// A node's ACL is replaced.
+    SetAcl {
+        /// The node.
+        path: String,
+        /// The new, expanded ACL.
+        acl: Vec<Acl>,
+        /// The node's aversion after this change.
+        version: i32,
+    },
+    /// A version check inside a multi (changes nothing).
+    Check {
+        /// The node.
+        path: String,
+    },
+    /// Several changes applied atomically under one zxid.
+    Multi(Vec<TxnBody>),
+    /// A multi that failed as a whole: one code per op (OK before the
+    /// failing op, its code, RuntimeInconsistency after). Changes nothing.
+    MultiError(Vec<ErrorCode>),
+    /// A write that failed validation. Replicated like any write so that the
+    /// session's replies stay in order (as ZooKeeper does). Changes nothing.
+    Error(ErrorCode),
+}
+
+/// One logged transaction with its zxid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The position in the history.
+    pub zxid: Zxid,
+    /// The transaction, shared cheaply between log, network and apply.
+    pub txn: Arc<Txn>,
+}
+
+impl Entry {
+    /// Builds an entry.
+    pub fn new(zxid: Zxid, txn: Txn) -> Entry {
+        Entry { zxid, txn: Arc::new(txn) }
+    }
+}
+
+impl fmt::Display for TxnBody {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TxnBody::CreateSession { timeout_ms, .. } => write!(f, "createSession timeout={timeout_ms}ms"),
+            TxnBody::CloseSession { paths } => write!(f, "closeSession ephemerals={paths:?}"),
+            TxnBody::Create { path, data, ephemeral_owner, parent_cversion, .. } => write!(
+                f,
+                "create {path} ({} bytes) owner=0x{ephemeral_owner:x} parent_cversion={parent_cversion}",
+                data.len()
+            ),
+            TxnBody::Delete { path } => write!(f, "delete {path}"),
+            TxnBody::SetData { path, data, version } => {
+                write!(f, "setData {path} ({} bytes) version={version}", data.len())
+            }
+            TxnBody::SetAcl { path, acl, version } => {
+                write!(f, "setACL {path} entries={} aversion={version}", acl.len())
+            }
+            TxnBody::Check { path } => write!(f, "check {path}"),
+            TxnBody::Multi(ops) => {
+                write!(f, "multi [")?;
+                for (i, op) in ops.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, "; ")?;
+                    }
+                    write!(f, "{op}")?;
+                }
+                write!(f, "]")
+            }
+            TxnBody::MultiError(codes) => {
+                let names: Vec<&str> = codes.iter().map(|c| c.name()).collect();
+                write!(f, "failed multi {names:?}")
+            }
+            TxnBody::Error(code) => write!(f, "error {code}"),
+        }
+    }
+}
