@@ -5,10 +5,12 @@
 //!   request-to-transaction step. Pure.
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
 //! - [`op`]: the client operation model both front ends share.
+//! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
 
 pub mod error;
 pub mod ids;
 pub mod op;
+pub mod storage;
 pub mod tree;
 pub mod txn;
 

@@ -1,0 +1,181 @@
+//! Durable state of one replica: the transaction log, the two Zab epochs and
+//! snapshots of the tree.
+//!
+//! Writes are buffered by [`Storage::apply`] and become durable only when
+//! [`Storage::flush`] returns: the runtime batches every operation of one
+//! turn of its loop into one flush (group commit) and only then tells the
+//! consensus core they are durable, which is what releases acknowledgements.
+//! Two implementations pass one conformance suite: [`sled_store::SledStorage`]
+//! on disk and [`mem_store::MemStorage`] in memory, whose `crash` drops
+//! everything not flushed (used by the simulation).
+
+pub mod mem_store;
+pub mod sled_store;
+
+#[cfg(test)]
+mod conformance;
+
+use crate::ids::{Epoch, Zxid};
+use crate::tree::snapshot::SnapshotError;
+use crate::tree::TreeState;
+use crate::txn::codec::CodecError;
+use crate::txn::Entry;
+use bytes::Bytes;
+
+/// One change to durable state, in the order the consensus core asked for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StorageOp {
+    /// Append entries after the current last one (zxids strictly increase).
+    Append(Vec<Entry>),
+    /// Drop every log entry with a zxid greater than this.
+    TruncateAfter(Zxid),
+    /// Record the epoch this replica last promised (Zab's acceptedEpoch).
+    SetAcceptedEpoch(Epoch),
+    /// Record the epoch whose NEWLEADER this replica acknowledged (currentEpoch).
+    SetCurrentEpoch(Epoch),
+    /// Replace all state with a leader's snapshot at `zxid` (SNAP sync): the
+    /// snapshot is stored and every log entry is dropped.
+    InstallSnapshot {
+        /// The zxid the snapshot reflects.
+        zxid: Zxid,
+        /// The serialized tree (`tree::snapshot` chunks).
+        chunks: Vec<Bytes>,
+    },
+}
+
+/// What a replica finds on disk at start.
+#[derive(Clone, Debug)]
+pub struct Recovered {
+    /// acceptedEpoch (0 on a fresh replica).
+    pub accepted_epoch: Epoch,
+    /// currentEpoch (0 on a fresh replica).
+    pub current_epoch: Epoch,
+    /// The newest valid snapshot, if any (its zxid is `state.last_zxid()`).
+    pub snapshot: Option<TreeState>,
+    /// Every log entry after the snapshot's zxid (after zero when none), in order.
+    pub log: Vec<Entry>,
+}
+
+impl Recovered {
+    /// The state of a replica that has never run.
+    pub fn fresh() -> Recovered {
+        Recovered { accepted_epoch: 0, current_epoch: 0, snapshot: None, log: Vec::new() }
+    }
+
+    /// The zxid of the snapshot, zero when none.
+    pub fn snapshot_zxid(&self) -> Zxid {
+        self.snapshot.as_ref().map_or(Zxid::ZERO, TreeState::last_zxid)
+    }
+
+    /// The last zxid on disk (log, else snapshot).
+    pub fn last_zxid(&self) -> Zxid {
+        self.log.last().map_or(self.snapshot_zxid(), |e| e.zxid)
+    }
+}
+
+/// A stored snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    /// The zxid it reflects.
+    pub zxid: Zxid,
+    /// Its size.
+    pub bytes: u64,
+    /// Number of chunks.
+    pub chunks: u32,
+}
+
+/// What a purge removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    /// Snapshots removed.
+    pub snapshots_removed: usize,
+    /// Log entries removed.
+    pub entries_removed: usize,
+}
+
+/// A storage failure. Any of these on the write path is fatal for the replica:
+/// it stops and a supervisor restarts it from disk.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The underlying database failed.
+    #[error("storage I/O failed during {during}: {source}")]
+    Io {
+        /// What was being done.
+        during: &'static str,
+        /// The database's error.
+        source: sled::Error,
+    },
+    /// A log entry failed its checks.
+    #[error("log entry at key {key} is corrupt: {source}")]
+    CorruptEntry {
+        /// The zxid key (hex).
+        key: String,
+        /// The codec's finding.
+        source: CodecError,
+    },
+    /// The log has a hole or goes backwards.
+    #[error("log is not contiguous: entry {found} follows {previous}")]
+    Discontiguous {
+        /// The entry before.
+        previous: Zxid,
+        /// The entry found.
+        found: Zxid,
+    },
+    /// A stored snapshot is unreadable and no older valid one exists to fall back on.
+    #[error("snapshot at {zxid} is unusable: {source}")]
+    CorruptSnapshot {
+        /// Its zxid.
+        zxid: Zxid,
+        /// What is wrong.
+        source: SnapshotError,
+    },
+    /// A metadata value is malformed.
+    #[error("metadata key {key:?} is corrupt: {reason}")]
+    CorruptMeta {
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The log does not connect to any snapshot (entries are missing in between).
+    #[error("log starts at {first_log} but the newest snapshot is at {snapshot}: entries in between are missing")]
+    Gap {
+        /// The snapshot's zxid.
+        snapshot: Zxid,
+        /// The first log entry after it.
+        first_log: Zxid,
+    },
+    /// A caller broke the contract (e.g. appended a zxid not above the last).
+    #[error("invalid storage request: {0}")]
+    Invalid(String),
+}
+
+/// Durable state of one replica. Methods take `&self` so a background task
+/// can write a snapshot while the log keeps growing.
+pub trait Storage: Send + Sync {
+    /// Reads everything back after a start or crash, checking it: a corrupt or
+    /// truncated store is an error naming what is wrong, never an empty tree.
+    fn recover(&self) -> Result<Recovered, StorageError>;
+
+    /// Buffers operations in order; not durable until [`Storage::flush`].
+    fn apply(&self, ops: &[StorageOp]) -> Result<(), StorageError>;
+
+    /// Makes every applied operation durable (fsync).
+    fn flush(&self) -> Result<(), StorageError>;
+
+    /// Stores a snapshot of committed state at `zxid`, durably on return.
+    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError>;
+
+    /// Keeps the newest `keep` snapshots and drops older ones, and every log
+    /// entry not needed to replay from the oldest snapshot kept.
+    fn purge(&self, keep: usize) -> Result<PurgeReport, StorageError>;
+
+    /// Log entries with zxid ≥ `from`, at most `limit` (for inspection).
+    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError>;
+
+    /// The first and last zxid in the log, if it is not empty.
+    fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError>;
+
+    /// Stored snapshots, oldest first.
+    fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError>;
+}
