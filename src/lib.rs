@@ -13,6 +13,7 @@ pub mod op;
 pub mod storage;
 pub mod tree;
 pub mod txn;
+pub mod zab;
 
 /// Generated protobuf and gRPC code.
 pub mod proto {

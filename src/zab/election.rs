@@ -1,0 +1,202 @@
+//! Phase 0: fast leader election, after ZooKeeper's `FastLeaderElection`.
+//!
+//! Each looking replica votes for the best (epoch, zxid, id) it has heard of,
+//! re-broadcasting whenever its vote changes. Once a vote has a quorum the
+//! replica waits `finalize_wait_ticks` for a better one, then follows (or
+//! becomes) that leader. A replica that joins late learns the established
+//! leader from the notifications that followers and the leader send back.
+//! Lost notifications are made good by re-sending with a backoff in ticks.
+
+use super::{Follower, Leader, Message, Peer, PeerState, Role, State, Status, Vote};
+use crate::ids::ServerId;
+use std::collections::BTreeMap;
+
+/// The state of a looking replica.
+pub(super) struct Election {
+    /// Our current vote.
+    vote: Vote,
+    /// Votes of this round, ours included.
+    received: BTreeMap<ServerId, Vote>,
+    /// What replicas outside the election (following or leading) told us.
+    out_of_election: BTreeMap<ServerId, (Vote, PeerState)>,
+    /// When our vote reached a quorum.
+    quorum_since: Option<u64>,
+    /// When to re-send our notification, and the current interval.
+    resend_at: u64,
+    resend_interval: u64,
+}
+
+impl Election {
+    /// An inert election, replaced at once in `Peer::new`.
+    pub(super) fn placeholder() -> Election {
+        Election {
+            vote: Vote { epoch: 0, zxid: crate::ids::Zxid::ZERO, leader: 0 },
+            received: BTreeMap::new(),
+            out_of_election: BTreeMap::new(),
+            quorum_since: None,
+            resend_at: 0,
+            resend_interval: 1,
+        }
+    }
+
+    /// A new round voting for ourselves.
+    pub(super) fn new(own: Vote, id: ServerId, now: u64) -> Election {
+        let mut received = BTreeMap::new();
+        received.insert(id, own);
+        Election {
+            vote: own,
+            received,
+            out_of_election: BTreeMap::new(),
+            quorum_since: None,
+            resend_at: now + 1,
+            resend_interval: 1,
+        }
+    }
+}
+
+impl Peer {
+    fn my_peer_state(&self) -> PeerState {
+        match self.status.role {
+            Role::Looking => PeerState::Looking,
+            Role::Following => PeerState::Following,
+            Role::Leading => PeerState::Leading,
+        }
+    }
+
+    fn current_vote(&self) -> Vote {
+        match &self.state {
+            State::Looking(e) => e.vote,
+            _ => self.decided.unwrap_or_else(|| self.own_vote()),
+        }
+    }
+
+    pub(super) fn broadcast_notification(&mut self) {
+        let msg = Message::Notification { round: self.round, vote: self.current_vote(), state: self.my_peer_state() };
+        self.broadcast_to_voters(msg);
+    }
+
+    fn notify(&mut self, to: ServerId) {
+        let msg = Message::Notification { round: self.round, vote: self.current_vote(), state: self.my_peer_state() };
+        self.send(to, msg);
+    }
+
+    pub(super) fn on_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
+        let State::Looking(_) = &self.state else {
+            // Following or leading: a looker learns from us who leads.
+            if state == PeerState::Looking {
+                self.notify(from);
+            }
+            return;
+        };
+        match state {
+            PeerState::Looking => self.on_looking_notification(from, round, vote),
+            PeerState::Following | PeerState::Leading => self.on_settled_notification(from, round, vote, state),
+        }
+    }
+
+    fn on_looking_notification(&mut self, from: ServerId, round: u64, vote: Vote) {
+        let own = self.own_vote();
+        let id = self.config.id;
+        let State::Looking(e) = &mut self.state else { return };
+        e.out_of_election.remove(&from);
+        let mut changed = false;
+        if round > self.round {
+            self.round = round;
+            e.received.clear();
+            e.vote = own.max(vote);
+            e.received.insert(id, e.vote);
+            e.quorum_since = None;
+            changed = true;
+        } else if round < self.round {
+            // The sender is behind: tell it where we are.
+            self.notify(from);
+            return;
+        } else if vote > e.vote {
+            e.vote = vote;
+            e.received.insert(id, vote);
+            e.quorum_since = None;
+            changed = true;
+        }
+        e.received.insert(from, vote);
+        if changed {
+            self.broadcast_notification();
+        }
+        self.check_election_done();
+    }
+
+    fn on_settled_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
+        let quorum = self.config.quorum();
+        let State::Looking(e) = &mut self.state else { return };
+        if round == self.round {
+            e.received.insert(from, vote);
+        }
+        e.out_of_election.insert(from, (vote, state));
+        // Join an established leader: a quorum outside the election agrees on
+        // it, and the leader itself says it leads (ZooKeeper's checkLeader).
+        let leader = vote.leader;
+        let agreeing = e.out_of_election.values().filter(|(v, _)| v.leader == leader).count();
+        let leads = e.out_of_election.get(&leader).is_some_and(|(v, s)| *s == PeerState::Leading && v.leader == leader);
+        if agreeing >= quorum && leads && leader != self.config.id {
+            self.round = self.round.max(round);
+            self.decide(vote);
+            return;
+        }
+        self.check_election_done();
+    }
+
+    /// Ends the election when our vote has a quorum and either every voter
+    /// agrees or no better vote came within the finalize wait.
+    pub(super) fn check_election_done(&mut self) {
+        let quorum = self.config.quorum();
+        let voters = self.config.voters.len();
+        let now = self.now;
+        let wait = self.config.finalize_wait_ticks;
+        let State::Looking(e) = &mut self.state else { return };
+        let agreeing = e.received.values().filter(|v| **v == e.vote).count();
+        if agreeing < quorum {
+            e.quorum_since = None;
+            return;
+        }
+        let since = *e.quorum_since.get_or_insert(now);
+        if agreeing == voters || now >= since + wait {
+            let vote = e.vote;
+            self.decide(vote);
+        }
+    }
+
+    pub(super) fn election_on_tick(&mut self) {
+        let now = self.now;
+        let max = self.config.max_notification_interval_ticks.max(1);
+        let resend = {
+            let State::Looking(e) = &mut self.state else { return };
+            if now >= e.resend_at {
+                e.resend_interval = (e.resend_interval * 2).min(max);
+                e.resend_at = now + e.resend_interval;
+                true
+            } else {
+                false
+            }
+        };
+        if resend {
+            self.broadcast_notification();
+        }
+        self.check_election_done();
+    }
+
+    fn decide(&mut self, vote: Vote) {
+        self.decided = Some(vote);
+        if vote.leader == self.config.id {
+            tracing::info!(id = self.config.id, round = self.round, zxid = %vote.zxid, "elected leader");
+            self.state = State::Leading(Leader::new(self.now));
+            self.set_status(Status { role: Role::Leading, epoch: 0, leader: Some(self.config.id), serving: false });
+            self.leader_start();
+        } else {
+            tracing::info!(id = self.config.id, round = self.round, leader = vote.leader, "following");
+            self.state = State::Following(Follower::new(vote.leader, self.now));
+            self.set_status(Status { role: Role::Following, epoch: 0, leader: Some(vote.leader), serving: false });
+            self.follower_start();
+        }
+        // Tell everyone still looking what we decided.
+        self.broadcast_notification();
+    }
+}

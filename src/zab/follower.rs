@@ -1,0 +1,261 @@
+//! The follower's side of discovery, synchronization and broadcast.
+//!
+//! A follower promises the leader's new epoch only after making it durable,
+//! takes the leader's history (truncating what the leader never had, or
+//! replacing everything with a snapshot), and acknowledges NEWLEADER only
+//! once every synced entry and the new currentEpoch are durable
+//! (ZOOKEEPER-1282, -3911, -4643, -4646). It rejects a proposal that does not
+//! continue its log (ZOOKEEPER-4925) and never truncates a committed entry
+//! (ZOOKEEPER-1154/1156): either would mean it lost part of the stream, and it
+//! goes back to election to be synced afresh.
+
+use super::{Action, Message, Peer, Role, State, Status};
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::storage::StorageOp;
+use crate::txn::Entry;
+use bytes::Bytes;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// FOLLOWERINFO sent; waiting for LEADERINFO.
+    Discovery,
+    /// ACKEPOCH sent (or about to be); waiting for DIFF or SNAP.
+    AwaitingSync,
+    /// Receiving the leader's history.
+    Syncing,
+    /// NEWLEADER acknowledged (or about to be); waiting for UPTODATE.
+    AwaitingUpToDate,
+    /// Serving.
+    Broadcast,
+}
+
+/// The state of a following replica.
+pub(super) struct Follower {
+    pub(super) leader: ServerId,
+    /// The leader's new epoch, once LEADERINFO arrived.
+    pub(super) epoch: Epoch,
+    stage: Stage,
+    last_heard: u64,
+    /// The leader's commit point as last heard.
+    leader_committed: Zxid,
+}
+
+impl Follower {
+    pub(super) fn new(leader: ServerId, now: u64) -> Follower {
+        Follower { leader, epoch: 0, stage: Stage::Discovery, last_heard: now, leader_committed: Zxid::ZERO }
+    }
+}
+
+impl Peer {
+    fn follower(&mut self) -> Option<&mut Follower> {
+        match &mut self.state {
+            State::Following(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    pub(super) fn follower_start(&mut self) {
+        let accepted_epoch = self.accepted_epoch;
+        if let Some(f) = self.follower() {
+            let leader = f.leader;
+            self.send(leader, Message::FollowerInfo { accepted_epoch });
+        }
+    }
+
+    pub(super) fn follower_on_tick(&mut self) {
+        let now = self.now;
+        let (sync_limit, init_limit) = (self.config.sync_limit_ticks, self.config.init_limit_ticks);
+        let accepted_epoch = self.accepted_epoch;
+        let Some(f) = self.follower() else { return };
+        let limit = if f.stage == Stage::Broadcast { sync_limit } else { init_limit };
+        if now.saturating_sub(f.last_heard) > limit {
+            let reason = if f.stage == Stage::Broadcast {
+                "no word from the leader within syncLimit"
+            } else {
+                "synchronization did not finish within initLimit"
+            };
+            self.become_looking(reason);
+            return;
+        }
+        let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
+        match stage {
+            // The leader may not have been ready for us yet: present ourselves again.
+            Stage::Discovery => self.send(leader, Message::FollowerInfo { accepted_epoch }),
+            _ => self.send(leader, Message::FollowerPing { epoch }),
+        }
+    }
+
+    pub(super) fn follower_on_message(&mut self, from: ServerId, msg: Message) {
+        let now = self.now;
+        let Some(f) = self.follower() else { return };
+        if from != f.leader || !msg.is_from_leader() {
+            return;
+        }
+        if let Message::LeaderInfo { epoch } = msg {
+            if f.stage == Stage::Discovery {
+                f.last_heard = now;
+                self.on_leader_info(epoch);
+            }
+            return;
+        }
+        if f.stage == Stage::Discovery || msg.epoch() != Some(f.epoch) {
+            return;
+        }
+        f.last_heard = now;
+        match msg {
+            Message::Diff { truncate_to, committed, .. } => self.on_diff(truncate_to, committed),
+            Message::Snap { zxid, chunks, .. } => self.on_snap(zxid, chunks),
+            Message::Proposal { entries, .. } => self.on_proposal(entries),
+            Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
+            Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
+            Message::Commit { zxid, .. } | Message::Ping { committed: zxid, .. } => self.on_leader_commit(zxid),
+            Message::Reply { payload, .. } => self.on_reply(payload),
+            _ => {}
+        }
+    }
+
+    fn on_leader_info(&mut self, epoch: Epoch) {
+        let (current_epoch, last_zxid, summary) = (self.current_epoch, self.log.last_zxid(), self.log.summary());
+        if epoch < self.accepted_epoch {
+            let reason = format!("leader proposed epoch {epoch} below our accepted epoch {}", self.accepted_epoch);
+            self.become_looking(&reason);
+            return;
+        }
+        let acked = epoch > self.accepted_epoch;
+        let Some(f) = self.follower() else { return };
+        f.epoch = epoch;
+        f.stage = Stage::AwaitingSync;
+        let leader = f.leader;
+        let reply =
+            Action::Send { to: leader, msg: Message::AckEpoch { epoch, acked, current_epoch, last_zxid, summary } };
+        if acked {
+            // Promise the epoch durably before saying so.
+            self.accepted_epoch = epoch;
+            let seq = self.persist(StorageOp::SetAcceptedEpoch(epoch));
+            self.after_durable(seq, reply);
+        } else {
+            self.outbox.push(reply);
+        }
+    }
+
+    fn on_diff(&mut self, truncate_to: Option<Zxid>, committed: Zxid) {
+        let Some(f) = self.follower() else { return };
+        if f.stage != Stage::AwaitingSync && f.stage != Stage::Syncing {
+            return;
+        }
+        f.stage = Stage::Syncing;
+        f.leader_committed = f.leader_committed.max(committed);
+        if let Some(point) = truncate_to {
+            if point < self.committed {
+                let reason =
+                    format!("leader asked to truncate to {point:?}, below our commit point {:?}", self.committed);
+                self.become_looking(&reason);
+                return;
+            }
+            if self.log.truncate_after(point) > 0 {
+                self.durable_zxid = self.durable_zxid.min(point);
+                self.appends_in_flight.retain(|(_, z)| *z <= point);
+                self.persist(StorageOp::TruncateAfter(point));
+            }
+        }
+    }
+
+    fn on_snap(&mut self, zxid: Zxid, chunks: Vec<Bytes>) {
+        let Some(f) = self.follower() else { return };
+        if f.stage != Stage::AwaitingSync {
+            return;
+        }
+        f.leader_committed = f.leader_committed.max(zxid);
+        self.log.reset(zxid);
+        self.committed = zxid;
+        self.durable_zxid = zxid;
+        self.appends_in_flight.clear();
+        self.outbox.push(Action::InstallSnapshot { zxid, chunks: chunks.clone() });
+        // Durable at once (ZOOKEEPER-3642): a later DIFF must not build on a lost snapshot.
+        self.persist(StorageOp::InstallSnapshot { zxid, chunks });
+    }
+
+    fn on_proposal(&mut self, entries: Vec<Entry>) {
+        let Some(f) = self.follower() else { return };
+        if f.stage == Stage::AwaitingSync {
+            return;
+        }
+        let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
+        let mut fresh = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if entry.zxid <= self.log.last_zxid() {
+                // A duplicate is harmless if we already hold exactly it.
+                if self.log.has(entry.zxid) || entry.zxid <= self.log.base() {
+                    continue;
+                }
+                self.become_looking("a proposal conflicts with our log");
+                return;
+            }
+            if let Err(e) = self.log.append(entry.clone()) {
+                let reason = format!("lost part of the leader's stream: {e}");
+                self.become_looking(&reason);
+                return;
+            }
+            fresh.push(entry);
+        }
+        let Some(last) = fresh.last().map(|e| e.zxid) else { return };
+        let seq = self.persist(StorageOp::Append(fresh));
+        // During synchronization the whole history is acknowledged by ACK(NEWLEADER).
+        if matches!(stage, Stage::AwaitingUpToDate | Stage::Broadcast) {
+            self.after_durable(seq, Action::Send { to: leader, msg: Message::Ack { epoch, zxid: last } });
+        }
+        self.apply_leader_commits();
+    }
+
+    fn on_new_leader(&mut self, zxid: Zxid) {
+        let Some(f) = self.follower() else { return };
+        if f.stage != Stage::Syncing {
+            return;
+        }
+        let (leader, epoch) = (f.leader, f.epoch);
+        if self.log.last_zxid() != zxid {
+            let reason = format!("NEWLEADER at {zxid:?} but our log ends at {:?}", self.log.last_zxid());
+            self.become_looking(&reason);
+            return;
+        }
+        if let Some(f) = self.follower() {
+            f.stage = Stage::AwaitingUpToDate;
+        }
+        self.current_epoch = epoch;
+        let seq = self.persist(StorageOp::SetCurrentEpoch(epoch));
+        self.after_durable(seq, Action::Send { to: leader, msg: Message::AckNewLeader { epoch, zxid } });
+    }
+
+    fn on_up_to_date(&mut self, committed: Zxid) {
+        let id = self.config.id;
+        let Some(f) = self.follower() else { return };
+        if f.stage != Stage::AwaitingUpToDate {
+            return;
+        }
+        f.stage = Stage::Broadcast;
+        f.leader_committed = f.leader_committed.max(committed);
+        let (leader, epoch) = (f.leader, f.epoch);
+        tracing::info!(id, leader, epoch, zxid = %self.log.last_zxid(), "synced with leader, serving");
+        self.apply_leader_commits();
+        self.set_status(Status { role: Role::Following, epoch, leader: Some(leader), serving: true });
+    }
+
+    fn on_leader_commit(&mut self, zxid: Zxid) {
+        let Some(f) = self.follower() else { return };
+        f.leader_committed = f.leader_committed.max(zxid);
+        self.apply_leader_commits();
+    }
+
+    fn apply_leader_commits(&mut self) {
+        let Some(f) = self.follower() else { return };
+        if !matches!(f.stage, Stage::AwaitingUpToDate | Stage::Broadcast) {
+            return;
+        }
+        let point = f.leader_committed;
+        self.commit_to(point);
+    }
+
+    fn on_reply(&mut self, payload: Bytes) {
+        self.outbox.push(Action::Replied { payload });
+    }
+}

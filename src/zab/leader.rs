@@ -1,0 +1,451 @@
+//! The leader's side of discovery, synchronization and broadcast.
+//!
+//! Discovery: once a quorum (the leader included) has sent FOLLOWERINFO, the
+//! new epoch is max(acceptedEpoch) + 1; the leader makes it durable before
+//! telling anyone (ZOOKEEPER-1291), then waits for a quorum of ACKEPOCH and
+//! aborts if a follower's history is more recent than its own.
+//!
+//! Synchronization: each follower gets DIFF, TRUNC+DIFF or SNAP (see
+//! `log::plan_sync`) and then NEWLEADER; from that point it also receives
+//! every new proposal (forwarding starts with the sync, so nothing falls in
+//! between). A quorum of NEWLEADER acknowledgements (the leader's own once its
+//! currentEpoch is durable) establishes the leader: its whole history is
+//! committed and synced followers get UPTODATE.
+//!
+//! Broadcast: a proposal is committed once a quorum holds it durably, in zxid
+//! order; commits are cumulative, so one COMMIT covers many proposals.
+
+use super::log::{plan_sync, SyncPlan};
+use super::message::LogSummary;
+use super::{Action, Message, Peer, Role, State, Status};
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::storage::StorageOp;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Discovery,
+    Synchronization,
+    Broadcast,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// FOLLOWERINFO received; LEADERINFO sent or about to be.
+    AwaitingAckEpoch,
+    /// ACKEPOCH received before the epoch quorum; sync comes after it.
+    AwaitingSync,
+    /// DIFF/SNAP and NEWLEADER sent; proposals are forwarded.
+    Syncing,
+    /// NEWLEADER acknowledged: its acks count toward quorums.
+    Synced,
+}
+
+struct Tracked {
+    stage: Stage,
+    /// Highest zxid this follower holds durably (valid once synced).
+    acked: Zxid,
+    last_heard: u64,
+    /// What it told us in ACKEPOCH, kept until it is synced.
+    position: Option<(Zxid, LogSummary)>,
+}
+
+/// The state of a leading replica.
+pub(super) struct Leader {
+    /// The new epoch (0 until discovery picks it).
+    pub(super) epoch: Epoch,
+    phase: Phase,
+    phase_started: u64,
+    /// acceptedEpoch of every replica that presented itself during discovery.
+    infos: BTreeMap<ServerId, Epoch>,
+    /// Storage sequence of our acceptedEpoch write, once the epoch is chosen.
+    accepted_seq: Option<u64>,
+    /// Storage sequence of our currentEpoch write, once the epoch quorum is in.
+    current_seq: Option<u64>,
+    epoch_acks: BTreeSet<ServerId>,
+    followers: BTreeMap<ServerId, Tracked>,
+    /// Our history's end when synchronization started (committed at establishment).
+    newleader_zxid: Zxid,
+}
+
+impl Leader {
+    pub(super) fn new(now: u64) -> Leader {
+        Leader {
+            epoch: 0,
+            phase: Phase::Discovery,
+            phase_started: now,
+            infos: BTreeMap::new(),
+            accepted_seq: None,
+            current_seq: None,
+            epoch_acks: BTreeSet::new(),
+            followers: BTreeMap::new(),
+            newleader_zxid: Zxid::ZERO,
+        }
+    }
+
+    pub(super) fn is_established(&self) -> bool {
+        self.phase == Phase::Broadcast
+    }
+
+    pub(super) fn is_tracking(&self, id: ServerId) -> bool {
+        self.followers.contains_key(&id)
+    }
+
+    pub(super) fn synced_followers(&self) -> Vec<ServerId> {
+        self.followers.iter().filter(|(_, t)| t.stage == Stage::Synced).map(|(id, _)| *id).collect()
+    }
+
+    /// Followers that receive proposals: those being synced and those synced.
+    pub(super) fn broadcast_targets(&self) -> Vec<ServerId> {
+        self.followers
+            .iter()
+            .filter(|(_, t)| matches!(t.stage, Stage::Syncing | Stage::Synced))
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub(super) fn drop_follower(&mut self, id: ServerId) {
+        if self.followers.remove(&id).is_some() {
+            tracing::info!(follower = id, epoch = self.epoch, "dropped follower");
+        }
+    }
+}
+
+impl Peer {
+    fn leader(&mut self) -> Option<&mut Leader> {
+        match &mut self.state {
+            State::Leading(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub(super) fn leader_start(&mut self) {
+        let (id, accepted) = (self.config.id, self.accepted_epoch);
+        if let Some(l) = self.leader() {
+            l.infos.insert(id, accepted);
+        }
+        self.maybe_choose_epoch();
+    }
+
+    fn maybe_choose_epoch(&mut self) {
+        let quorum = self.config.quorum();
+        let Some(l) = self.leader() else { return };
+        if l.accepted_seq.is_some() || l.infos.len() < quorum {
+            return;
+        }
+        let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
+        l.epoch = epoch;
+        self.accepted_epoch = epoch;
+        let seq = self.persist(StorageOp::SetAcceptedEpoch(epoch));
+        if let Some(l) = self.leader() {
+            l.accepted_seq = Some(seq);
+        }
+        tracing::info!(id = self.config.id, epoch, "proposing new epoch");
+        let status = Status { role: Role::Leading, epoch, leader: Some(self.config.id), serving: false };
+        self.set_status(status);
+        // LEADERINFO goes out once our acceptedEpoch is durable.
+        self.leader_on_persisted();
+    }
+
+    fn epoch_durable(&self) -> bool {
+        match &self.state {
+            State::Leading(l) => l.accepted_seq.is_some_and(|s| s <= self.durable_seq),
+            _ => false,
+        }
+    }
+
+    pub(super) fn leader_on_persisted(&mut self) {
+        let durable = self.durable_seq;
+        let epoch_durable = self.epoch_durable();
+        let id = self.config.id;
+        let Some(l) = self.leader() else { return };
+        if l.phase == Phase::Discovery && epoch_durable {
+            let epoch = l.epoch;
+            let waiting: Vec<ServerId> =
+                l.followers.iter().filter(|(_, t)| t.stage == Stage::AwaitingAckEpoch).map(|(id, _)| *id).collect();
+            // The leader acknowledges its own epoch.
+            l.epoch_acks.insert(id);
+            for to in waiting {
+                self.send(to, Message::LeaderInfo { epoch });
+            }
+            self.maybe_finish_discovery();
+        }
+        let Some(l) = self.leader() else { return };
+        if l.phase == Phase::Synchronization && l.current_seq.is_some_and(|s| s <= durable) {
+            self.maybe_establish();
+        }
+        if self.leader().is_some_and(|l| l.phase == Phase::Broadcast) {
+            self.try_commit();
+        }
+    }
+
+    pub(super) fn leader_on_tick(&mut self) {
+        let now = self.now;
+        let sync_limit = self.config.sync_limit_ticks;
+        let init_limit = self.config.init_limit_ticks;
+        let quorum = self.config.quorum();
+        let committed = self.committed;
+        let Some(l) = self.leader() else { return };
+        let limit = if l.phase == Phase::Broadcast { sync_limit } else { init_limit };
+        let stale: Vec<ServerId> =
+            l.followers.iter().filter(|(_, t)| now.saturating_sub(t.last_heard) > limit).map(|(id, _)| *id).collect();
+        for id in stale {
+            l.drop_follower(id);
+        }
+        if l.phase != Phase::Broadcast {
+            if now.saturating_sub(l.phase_started) > init_limit {
+                self.become_looking("no quorum synced within initLimit");
+            } else {
+                self.ping_followers(committed);
+            }
+            return;
+        }
+        let synced = l.followers.values().filter(|t| t.stage == Stage::Synced).count();
+        if synced + 1 < quorum {
+            self.become_looking("lost the quorum of synced followers");
+            return;
+        }
+        self.ping_followers(committed);
+    }
+
+    fn ping_followers(&mut self, committed: Zxid) {
+        let Some(l) = self.leader() else { return };
+        let epoch = l.epoch;
+        if epoch == 0 {
+            return;
+        }
+        let targets: Vec<ServerId> = l.followers.keys().copied().collect();
+        for to in targets {
+            self.send(to, Message::Ping { epoch, committed });
+        }
+    }
+
+    pub(super) fn leader_on_message(&mut self, from: ServerId, msg: Message) {
+        let now = self.now;
+        let Some(l) = self.leader() else { return };
+        if let Message::FollowerInfo { accepted_epoch } = msg {
+            self.on_follower_info(from, accepted_epoch);
+            return;
+        }
+        if msg.epoch() != Some(l.epoch) || l.epoch == 0 {
+            return;
+        }
+        let Some(tracked) = l.followers.get_mut(&from) else { return };
+        tracked.last_heard = now;
+        match msg {
+            Message::AckEpoch { acked, current_epoch, last_zxid, summary, .. } => {
+                self.on_ack_epoch(from, acked, current_epoch, last_zxid, summary)
+            }
+            Message::AckNewLeader { zxid, .. } => self.on_ack_new_leader(from, zxid),
+            Message::Ack { zxid, .. } if tracked.stage == Stage::Synced && zxid > tracked.acked => {
+                tracked.acked = zxid;
+                self.try_commit();
+            }
+            Message::Forward { payload, .. } if tracked.stage == Stage::Synced => {
+                self.outbox.push(Action::Forwarded { from, payload });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_follower_info(&mut self, from: ServerId, accepted_epoch: Epoch) {
+        let now = self.now;
+        let epoch_durable = self.epoch_durable();
+        let Some(l) = self.leader() else { return };
+        if let Some(t) = l.followers.get(&from) {
+            if t.stage == Stage::AwaitingAckEpoch {
+                // A re-sent FOLLOWERINFO: answer again, keep the state.
+                if epoch_durable {
+                    let epoch = l.epoch;
+                    self.send(from, Message::LeaderInfo { epoch });
+                }
+                return;
+            }
+        }
+        // A new connection from this follower: start it over.
+        l.followers.insert(
+            from,
+            Tracked { stage: Stage::AwaitingAckEpoch, acked: Zxid::ZERO, last_heard: now, position: None },
+        );
+        if l.accepted_seq.is_none() {
+            l.infos.insert(from, accepted_epoch);
+            self.maybe_choose_epoch();
+        } else if epoch_durable {
+            let epoch = l.epoch;
+            self.send(from, Message::LeaderInfo { epoch });
+        }
+    }
+
+    fn on_ack_epoch(
+        &mut self,
+        from: ServerId,
+        acked: bool,
+        current_epoch: Epoch,
+        last_zxid: Zxid,
+        summary: LogSummary,
+    ) {
+        let ours = (self.current_epoch, self.log.last_zxid());
+        let Some(l) = self.leader() else { return };
+        let Some(t) = l.followers.get_mut(&from) else { return };
+        if t.stage != Stage::AwaitingAckEpoch {
+            return;
+        }
+        if l.phase == Phase::Discovery && (current_epoch, last_zxid) > ours {
+            // The election picked us on stale information (ZooKeeper aborts too).
+            let reason = format!("follower {from} is ahead of the leader");
+            self.become_looking(&reason);
+            return;
+        }
+        t.position = Some((last_zxid, summary));
+        t.stage = Stage::AwaitingSync;
+        if acked {
+            l.epoch_acks.insert(from);
+        }
+        if l.phase == Phase::Discovery {
+            self.maybe_finish_discovery();
+        } else {
+            self.sync_follower(from);
+        }
+    }
+
+    fn maybe_finish_discovery(&mut self) {
+        let quorum = self.config.quorum();
+        let epoch_durable = self.epoch_durable();
+        let Some(l) = self.leader() else { return };
+        if l.phase != Phase::Discovery || !epoch_durable || l.epoch_acks.len() < quorum {
+            return;
+        }
+        let epoch = l.epoch;
+        l.phase = Phase::Synchronization;
+        let last = self.log.last_zxid();
+        if let Some(l) = self.leader() {
+            l.newleader_zxid = last;
+        }
+        self.current_epoch = epoch;
+        let seq = self.persist(StorageOp::SetCurrentEpoch(epoch));
+        let waiting: Vec<ServerId> = match self.leader() {
+            Some(l) => {
+                l.current_seq = Some(seq);
+                l.followers.iter().filter(|(_, t)| t.stage == Stage::AwaitingSync).map(|(id, _)| *id).collect()
+            }
+            None => return,
+        };
+        tracing::info!(id = self.config.id, epoch, zxid = %last, "epoch quorum reached, synchronizing");
+        for id in waiting {
+            self.sync_follower(id);
+        }
+        self.maybe_establish();
+    }
+
+    /// Sends one follower what it misses (DIFF, TRUNC+DIFF or SNAP) and
+    /// NEWLEADER, and starts forwarding proposals to it.
+    fn sync_follower(&mut self, id: ServerId) {
+        // Proposals made earlier in this turn must be in the log we diff from
+        // and must not be sent twice.
+        self.flush_batch();
+        let committed = self.committed;
+        let last = self.log.last_zxid();
+        let batch = self.config.max_batch_entries.max(1);
+        let Some(l) = self.leader() else { return };
+        let epoch = l.epoch;
+        let Some(t) = l.followers.get_mut(&id) else { return };
+        let Some((follower_last, summary)) = t.position.take() else { return };
+        t.stage = Stage::Syncing;
+        let plan = plan_sync(&self.log, &summary, follower_last);
+        let from = match plan {
+            SyncPlan::Snap => {
+                tracing::info!(follower = id, epoch, zxid = %committed, "SNAP sync");
+                self.outbox.push(Action::SendSnapshot { to: id, epoch, zxid: committed });
+                self.send(id, Message::Diff { epoch, truncate_to: None, committed });
+                committed
+            }
+            SyncPlan::Diff { from, truncate } => {
+                tracing::info!(follower = id, epoch, from = %from, truncate, "DIFF sync");
+                let truncate_to = truncate.then_some(from);
+                self.send(id, Message::Diff { epoch, truncate_to, committed });
+                from
+            }
+        };
+        let entries = self.log.range(from, last);
+        for chunk in entries.chunks(batch) {
+            self.send(id, Message::Proposal { epoch, entries: chunk.to_vec() });
+        }
+        self.send(id, Message::NewLeader { epoch, zxid: last });
+    }
+
+    fn on_ack_new_leader(&mut self, from: ServerId, zxid: Zxid) {
+        let committed = self.committed;
+        let Some(l) = self.leader() else { return };
+        let epoch = l.epoch;
+        let phase = l.phase;
+        let Some(t) = l.followers.get_mut(&from) else { return };
+        if t.stage != Stage::Syncing {
+            return;
+        }
+        t.stage = Stage::Synced;
+        t.acked = zxid;
+        match phase {
+            Phase::Synchronization => self.maybe_establish(),
+            Phase::Broadcast => {
+                self.send(from, Message::UpToDate { epoch, committed });
+                self.try_commit();
+            }
+            Phase::Discovery => {}
+        }
+    }
+
+    fn maybe_establish(&mut self) {
+        let quorum = self.config.quorum();
+        let durable = self.durable_seq;
+        let id = self.config.id;
+        let Some(l) = self.leader() else { return };
+        if l.phase != Phase::Synchronization {
+            return;
+        }
+        let self_acked = l.current_seq.is_some_and(|s| s <= durable);
+        let synced = l.followers.values().filter(|t| t.stage == Stage::Synced).count();
+        if synced + usize::from(self_acked) < quorum {
+            return;
+        }
+        l.phase = Phase::Broadcast;
+        let epoch = l.epoch;
+        let upto = l.newleader_zxid;
+        let targets = l.synced_followers();
+        tracing::info!(id, epoch, zxid = %upto, followers = ?targets, "leader established");
+        // Our whole history is now on a quorum: commit it.
+        self.commit_to(upto);
+        let committed = self.committed;
+        for to in targets {
+            self.send(to, Message::UpToDate { epoch, committed });
+        }
+        self.set_status(Status { role: Role::Leading, epoch, leader: Some(id), serving: true });
+        self.try_commit();
+    }
+
+    /// Commits the highest zxid of this epoch that a quorum holds durably.
+    fn try_commit(&mut self) {
+        let quorum = self.config.quorum();
+        let durable = self.durable_zxid;
+        let Some(l) = self.leader() else { return };
+        if l.phase != Phase::Broadcast {
+            return;
+        }
+        let epoch = l.epoch;
+        let mut acked: Vec<Zxid> = l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.acked).collect();
+        acked.push(durable);
+        if acked.len() < quorum {
+            return;
+        }
+        acked.sort_unstable_by(|a, b| b.cmp(a));
+        let point = acked[quorum - 1];
+        if point <= self.committed || point.epoch() != epoch {
+            return;
+        }
+        self.commit_to(point);
+        let committed = self.committed;
+        let targets = self.leader().map(|l| l.broadcast_targets()).unwrap_or_default();
+        for to in targets {
+            self.send(to, Message::Commit { epoch, zxid: committed });
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Zab's messages (ZooKeeper's quorum packet types in brackets), as plain data.
+//!
+//! Every message between a leader and a follower carries the epoch it belongs
+//! to, so a message from an earlier leadership that arrives late is dropped
+//! instead of being mistaken for current traffic.
+
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::txn::Entry;
+use bytes::Bytes;
+
+/// A vote in leader election: compared by (epoch, zxid, leader) in that order,
+/// which is ZooKeeper's `totalOrderPredicate` (the field order *is* the rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Vote {
+    /// The candidate's currentEpoch.
+    pub epoch: Epoch,
+    /// The candidate's last logged zxid.
+    pub zxid: Zxid,
+    /// The candidate.
+    pub leader: ServerId,
+}
+
+/// What a replica is doing, as told in its notifications.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerState {
+    /// In leader election.
+    Looking,
+    /// Following a leader.
+    Following,
+    /// Leading.
+    Leading,
+}
+
+/// The epochs present in a log above its snapshot: for each, the first and
+/// last zxid. Within one epoch a log is contiguous, so this shape is enough
+/// for a leader to find where a follower's history parts from its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogSummary {
+    /// Everything up to this zxid is in the snapshot (committed state).
+    pub base: Zxid,
+    /// One range per epoch, ascending.
+    pub epochs: Vec<EpochRange>,
+}
+
+/// The entries of one epoch in a log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochRange {
+    /// The epoch.
+    pub epoch: Epoch,
+    /// Its first entry in the log.
+    pub first: Zxid,
+    /// Its last entry in the log.
+    pub last: Zxid,
+}
+
+/// One Zab message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// [FLE notification] The sender's vote, round and state.
+    Notification {
+        /// The sender's election round (FLE's logical clock).
+        round: u64,
+        /// Who the sender votes for (or follows).
+        vote: Vote,
+        /// What the sender is doing.
+        state: PeerState,
+    },
+    /// [FOLLOWERINFO] A follower presents itself to its elected leader.
+    FollowerInfo {
+        /// The follower's acceptedEpoch.
+        accepted_epoch: Epoch,
+    },
+    /// [LEADERINFO] The epoch the leader proposes.
+    LeaderInfo {
+        /// The new epoch.
+        epoch: Epoch,
+    },
+    /// [ACKEPOCH] The follower's promise (if `acked`) and its history position.
+    AckEpoch {
+        /// The new epoch acknowledged.
+        epoch: Epoch,
+        /// False when the follower had already accepted this epoch: it can be
+        /// synced, but does not count toward the epoch quorum.
+        acked: bool,
+        /// The follower's currentEpoch.
+        current_epoch: Epoch,
+        /// The follower's last logged zxid.
+        last_zxid: Zxid,
+        /// The shape of the follower's log.
+        summary: LogSummary,
+    },
+    /// [DIFF / TRUNC] Start of synchronization: drop entries after
+    /// `truncate_to` if set, then append the entries that follow.
+    Diff {
+        /// The epoch.
+        epoch: Epoch,
+        /// Where to cut the follower's log, if it has entries the leader lacks.
+        truncate_to: Option<Zxid>,
+        /// The leader's commit point.
+        committed: Zxid,
+    },
+    /// [SNAP] The leader's whole tree at `zxid`, in chunks.
+    Snap {
+        /// The epoch.
+        epoch: Epoch,
+        /// The zxid the snapshot reflects (committed).
+        zxid: Zxid,
+        /// `tree::snapshot` chunks.
+        chunks: Vec<Bytes>,
+    },
+    /// [NEWLEADER] The follower now has the leader's history up to `zxid`.
+    NewLeader {
+        /// The epoch.
+        epoch: Epoch,
+        /// The leader's last zxid when it sent this.
+        zxid: Zxid,
+    },
+    /// [ACK of NEWLEADER] Everything synced and the new epoch are durable.
+    AckNewLeader {
+        /// The epoch.
+        epoch: Epoch,
+        /// The NEWLEADER zxid acknowledged.
+        zxid: Zxid,
+    },
+    /// [UPTODATE] Commit up to `committed` and serve clients.
+    UpToDate {
+        /// The epoch.
+        epoch: Epoch,
+        /// The leader's commit point.
+        committed: Zxid,
+    },
+    /// [PROPOSAL] Entries in zxid order (batched).
+    Proposal {
+        /// The epoch.
+        epoch: Epoch,
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// [ACK] Cumulative: every entry up to `zxid` is durable at the sender.
+    Ack {
+        /// The epoch.
+        epoch: Epoch,
+        /// Highest durable zxid.
+        zxid: Zxid,
+    },
+    /// [COMMIT] Cumulative: every entry up to `zxid` is committed.
+    Commit {
+        /// The epoch.
+        epoch: Epoch,
+        /// The commit point.
+        zxid: Zxid,
+    },
+    /// [PING] Leader heartbeat, carrying the commit point.
+    Ping {
+        /// The epoch.
+        epoch: Epoch,
+        /// The leader's commit point.
+        committed: Zxid,
+    },
+    /// [PING] Follower heartbeat.
+    FollowerPing {
+        /// The epoch.
+        epoch: Epoch,
+    },
+    /// [REQUEST] Application traffic to the leader (forwarded writes, session activity).
+    Forward {
+        /// The epoch.
+        epoch: Epoch,
+        /// Opaque to Zab.
+        payload: Bytes,
+    },
+    /// Application traffic from the leader to one follower, FIFO with its proposals.
+    Reply {
+        /// The epoch.
+        epoch: Epoch,
+        /// Opaque to Zab.
+        payload: Bytes,
+    },
+}
+
+impl Message {
+    /// A short name for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Notification { .. } => "NOTIFICATION",
+            Message::FollowerInfo { .. } => "FOLLOWERINFO",
+            Message::LeaderInfo { .. } => "LEADERINFO",
+            Message::AckEpoch { .. } => "ACKEPOCH",
+            Message::Diff { .. } => "DIFF",
+            Message::Snap { .. } => "SNAP",
+            Message::NewLeader { .. } => "NEWLEADER",
+            Message::AckNewLeader { .. } => "ACK(NEWLEADER)",
+            Message::UpToDate { .. } => "UPTODATE",
+            Message::Proposal { .. } => "PROPOSAL",
+            Message::Ack { .. } => "ACK",
+            Message::Commit { .. } => "COMMIT",
+            Message::Ping { .. } => "PING",
+            Message::FollowerPing { .. } => "PING(follower)",
+            Message::Forward { .. } => "REQUEST",
+            Message::Reply { .. } => "REPLY",
+        }
+    }
+
+    /// The epoch a leader↔follower message belongs to (`None` for election
+    /// notifications and FOLLOWERINFO, which precede the epoch).
+    pub fn epoch(&self) -> Option<Epoch> {
+        match self {
+            Message::Notification { .. } | Message::FollowerInfo { .. } => None,
+            Message::LeaderInfo { epoch }
+            | Message::AckEpoch { epoch, .. }
+            | Message::Diff { epoch, .. }
+            | Message::Snap { epoch, .. }
+            | Message::NewLeader { epoch, .. }
+            | Message::AckNewLeader { epoch, .. }
+            | Message::UpToDate { epoch, .. }
+            | Message::Proposal { epoch, .. }
+            | Message::Ack { epoch, .. }
+            | Message::Commit { epoch, .. }
+            | Message::Ping { epoch, .. }
+            | Message::FollowerPing { epoch }
+            | Message::Forward { epoch, .. }
+            | Message::Reply { epoch, .. } => Some(*epoch),
+        }
+    }
+
+    /// Whether a leader sends this message (as opposed to a follower or an elector).
+    pub fn is_from_leader(&self) -> bool {
+        matches!(
+            self,
+            Message::LeaderInfo { .. }
+                | Message::Diff { .. }
+                | Message::Snap { .. }
+                | Message::NewLeader { .. }
+                | Message::UpToDate { .. }
+                | Message::Proposal { .. }
+                | Message::Commit { .. }
+                | Message::Ping { .. }
+                | Message::Reply { .. }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn votes_order_by_epoch_then_zxid_then_id() {
+        let v = |epoch, zxid, leader| Vote { epoch, zxid: Zxid(zxid), leader };
+        assert!(v(2, 0, 1) > v(1, 100, 9), "a higher epoch wins over a higher zxid");
+        assert!(v(1, 5, 1) > v(1, 4, 9), "then the higher zxid");
+        assert!(v(1, 5, 2) > v(1, 5, 1), "then the higher id");
+    }
+}

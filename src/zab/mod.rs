@@ -1,0 +1,578 @@
+//! Zab, ZooKeeper's atomic broadcast, as a deterministic state machine.
+//!
+//! A [`Peer`] takes [`Input`]s (a tick, a message from another replica, "storage
+//! operations up to sequence number N are durable", a lost connection) and
+//! produces [`Action`]s (messages to send, storage operations to perform,
+//! committed entries to apply, role changes). It never awaits, never reads a
+//! clock and draws no randomness: time is counted in ticks, and the runtime
+//! (`server`) or the simulation (`sim`) moves the actions. That split is what
+//! lets a seeded simulation run thousands of crash and partition schedules.
+//!
+//! The phases follow ZooKeeper (names in brackets are its packet types):
+//! 1. election [FLE]: votes (epoch, zxid, id) compared in that order;
+//! 2. discovery: [FOLLOWERINFO] → [LEADERINFO] new epoch → [ACKEPOCH];
+//! 3. synchronization: [DIFF]/[TRUNC]/[SNAP], then [NEWLEADER], acknowledged by
+//!    a quorum only once everything and the new epoch are durable → [UPTODATE];
+//! 4. broadcast: [PROPOSAL] → durable → [ACK] → quorum → [COMMIT], pipelined.
+//!
+//! Durability gates every acknowledgement: a message that promises something
+//! durable (ACKEPOCH, ACK of NEWLEADER, ACK, and the leader's own LEADERINFO)
+//! is held back until an `Input::Persisted` covers the storage operation it
+//! depends on.
+
+mod election;
+mod follower;
+mod leader;
+pub mod log;
+pub mod message;
+
+#[cfg(test)]
+mod tests;
+
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::storage::StorageOp;
+use crate::txn::{Entry, Txn};
+use bytes::Bytes;
+use election::Election;
+use follower::Follower;
+use leader::Leader;
+use log::Log;
+pub use message::{Message, PeerState, Vote};
+use std::collections::VecDeque;
+
+/// Static settings of one peer.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This replica.
+    pub id: ServerId,
+    /// Every voting member, this one included.
+    pub voters: Vec<ServerId>,
+    /// Ticks without hearing from the other side before a synced follower or
+    /// leader gives up on it (ZooKeeper's syncLimit).
+    pub sync_limit_ticks: u64,
+    /// Ticks discovery plus synchronization may take (ZooKeeper's initLimit).
+    pub init_limit_ticks: u64,
+    /// Ticks an election waits for a better vote once one has a quorum.
+    pub finalize_wait_ticks: u64,
+    /// Longest gap between two notifications while looking.
+    pub max_notification_interval_ticks: u64,
+    /// Most entries in one PROPOSAL message (a sync DIFF is split into such messages).
+    pub max_batch_entries: usize,
+    /// Most proposals a leader keeps outstanding before it stops taking writes.
+    pub max_inflight: u64,
+}
+
+impl Config {
+    /// Sensible defaults for an ensemble of `voters`.
+    pub fn new(id: ServerId, voters: Vec<ServerId>) -> Config {
+        Config {
+            id,
+            voters,
+            sync_limit_ticks: 5,
+            init_limit_ticks: 10,
+            finalize_wait_ticks: 1,
+            max_notification_interval_ticks: 8,
+            max_batch_entries: 1000,
+            max_inflight: 10_000,
+        }
+    }
+
+    /// The size of a majority.
+    pub fn quorum(&self) -> usize {
+        self.voters.len() / 2 + 1
+    }
+}
+
+/// What a peer recovered from storage.
+#[derive(Clone, Debug, Default)]
+pub struct Durable {
+    /// acceptedEpoch.
+    pub accepted_epoch: Epoch,
+    /// currentEpoch.
+    pub current_epoch: Epoch,
+    /// The snapshot's zxid: the tree already reflects everything up to it.
+    pub snapshot_zxid: Zxid,
+    /// Log entries after the snapshot.
+    pub entries: Vec<Entry>,
+}
+
+/// Something that happened to the peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// One unit of time passed.
+    Tick,
+    /// A message arrived.
+    Message {
+        /// The sender.
+        from: ServerId,
+        /// The message.
+        msg: Message,
+    },
+    /// Every storage operation with a sequence number up to `seq` is durable.
+    Persisted {
+        /// The highest durable sequence number.
+        seq: u64,
+    },
+    /// The connection to `peer` broke (a follower learns its leader is gone at once).
+    Disconnected {
+        /// The other side.
+        peer: ServerId,
+    },
+}
+
+/// What a peer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// In leader election.
+    Looking,
+    /// Following a leader.
+    Following,
+    /// Leading.
+    Leading,
+}
+
+/// A peer's role as the rest of the replica needs to know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The role.
+    pub role: Role,
+    /// The epoch being followed or led (0 while looking or undecided).
+    pub epoch: Epoch,
+    /// The leader, once known.
+    pub leader: Option<ServerId>,
+    /// Whether clients may be served: the leader is established, or this
+    /// follower got UPTODATE.
+    pub serving: bool,
+}
+
+/// Something the runtime must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a message (lossy: the protocol tolerates drops).
+    Send {
+        /// The receiver.
+        to: ServerId,
+        /// The message.
+        msg: Message,
+    },
+    /// Perform a storage operation; report `Input::Persisted` once durable.
+    Persist {
+        /// Its sequence number.
+        seq: u64,
+        /// The operation.
+        op: StorageOp,
+    },
+    /// These entries are committed: apply them to the tree, in order.
+    Commit {
+        /// The entries.
+        entries: Vec<Entry>,
+    },
+    /// Replace the tree with this snapshot (SNAP sync, follower side).
+    InstallSnapshot {
+        /// The zxid it reflects.
+        zxid: Zxid,
+        /// `tree::snapshot` chunks.
+        chunks: Vec<Bytes>,
+    },
+    /// Serialize the tree (which now reflects exactly `zxid`) and send it to
+    /// `to` as [`Message::Snap`] (SNAP sync, leader side).
+    SendSnapshot {
+        /// The follower.
+        to: ServerId,
+        /// The epoch.
+        epoch: Epoch,
+        /// The commit point the tree must be at.
+        zxid: Zxid,
+    },
+    /// The peer's role, leader or serving state changed.
+    RoleChanged(Status),
+    /// Application traffic from a follower (leader side).
+    Forwarded {
+        /// The follower.
+        from: ServerId,
+        /// The payload.
+        payload: Bytes,
+    },
+    /// Application traffic from the leader (follower side).
+    Replied {
+        /// The payload.
+        payload: Bytes,
+    },
+}
+
+/// Why a proposal was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProposeError {
+    /// This peer is not an established leader.
+    #[error("not the established leader")]
+    NotLeader,
+    /// Too many proposals are outstanding.
+    #[error("too many outstanding proposals")]
+    Busy,
+}
+
+enum State {
+    Looking(Election),
+    Following(Follower),
+    Leading(Leader),
+}
+
+/// One replica's view of Zab.
+pub struct Peer {
+    config: Config,
+    accepted_epoch: Epoch,
+    current_epoch: Epoch,
+    log: Log,
+    /// Every entry up to here is committed and was handed out for applying.
+    committed: Zxid,
+    /// Logical time.
+    now: u64,
+    /// FLE's logical clock.
+    round: u64,
+    /// The vote that ended the last election (what we tell lookers).
+    decided: Option<Vote>,
+    next_seq: u64,
+    durable_seq: u64,
+    /// Appends not yet durable: (sequence number, last zxid of the batch).
+    appends_in_flight: VecDeque<(u64, Zxid)>,
+    /// The highest zxid known durable in the local log.
+    durable_zxid: Zxid,
+    /// Actions waiting for a storage operation to be durable.
+    deferred: VecDeque<(u64, Action)>,
+    /// Proposals not yet handed to storage and followers (batched per turn).
+    batch: Vec<Entry>,
+    state: State,
+    status: Status,
+    outbox: Vec<Action>,
+}
+
+impl Peer {
+    /// A peer that starts looking for a leader. The caller's tree must already
+    /// reflect everything up to `durable.snapshot_zxid`; entries after it are
+    /// applied only once a leader commits them.
+    pub fn new(config: Config, durable: Durable) -> Peer {
+        let log = Log::new(durable.snapshot_zxid, durable.entries);
+        let last = log.last_zxid();
+        let status = Status { role: Role::Looking, epoch: 0, leader: None, serving: false };
+        let mut peer = Peer {
+            accepted_epoch: durable.accepted_epoch,
+            current_epoch: durable.current_epoch,
+            committed: durable.snapshot_zxid,
+            now: 0,
+            round: 0,
+            decided: None,
+            next_seq: 1,
+            durable_seq: 0,
+            appends_in_flight: VecDeque::new(),
+            durable_zxid: last,
+            deferred: VecDeque::new(),
+            batch: Vec::new(),
+            state: State::Looking(Election::placeholder()),
+            status,
+            outbox: Vec::new(),
+            log,
+            config,
+        };
+        peer.become_looking("start");
+        peer
+    }
+
+    /// Feeds one input.
+    pub fn handle(&mut self, input: Input) {
+        match input {
+            Input::Tick => self.on_tick(),
+            Input::Message { from, msg } => self.on_message(from, msg),
+            Input::Persisted { seq } => self.on_persisted(seq),
+            Input::Disconnected { peer } => self.on_disconnected(peer),
+        }
+    }
+
+    /// What to do next, in order. Proposals made since the last call go out
+    /// as one storage append and one message per follower (batching).
+    pub fn take_actions(&mut self) -> Vec<Action> {
+        self.flush_batch();
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> ServerId {
+        self.config.id
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Role, epoch, leader, serving.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// acceptedEpoch.
+    pub fn accepted_epoch(&self) -> Epoch {
+        self.accepted_epoch
+    }
+
+    /// currentEpoch.
+    pub fn current_epoch(&self) -> Epoch {
+        self.current_epoch
+    }
+
+    /// The last logged zxid (durable or not).
+    pub fn last_logged(&self) -> Zxid {
+        self.log.last_zxid()
+    }
+
+    /// The commit point: every entry up to it was handed out for applying.
+    pub fn last_committed(&self) -> Zxid {
+        self.committed
+    }
+
+    /// The in-memory log.
+    pub fn log(&self) -> &log::Log {
+        &self.log
+    }
+
+    /// Followers a leader currently counts as synced (empty otherwise).
+    pub fn synced_followers(&self) -> Vec<ServerId> {
+        match &self.state {
+            State::Leading(l) => l.synced_followers(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The zxid the next proposal will get, if this peer may propose now.
+    pub fn next_zxid(&self) -> Result<Zxid, ProposeError> {
+        let State::Leading(leader) = &self.state else { return Err(ProposeError::NotLeader) };
+        if !leader.is_established() {
+            return Err(ProposeError::NotLeader);
+        }
+        let last = self.last_logged();
+        if last.epoch() == leader.epoch && last.counter() == u32::MAX - 1 {
+            // The counter is exhausted: a new epoch is needed (ZOOKEEPER-1277).
+            return Err(ProposeError::NotLeader);
+        }
+        if last.0.saturating_sub(self.committed.0) >= self.config.max_inflight && last.epoch() == self.committed.epoch()
+        {
+            return Err(ProposeError::Busy);
+        }
+        Ok(if last.epoch() == leader.epoch {
+            Zxid::new(leader.epoch, last.counter() + 1)
+        } else {
+            Zxid::new(leader.epoch, 1)
+        })
+    }
+
+    /// Proposes a transaction (leader only); returns its zxid. It reaches
+    /// storage and followers at the next [`Peer::take_actions`].
+    pub fn propose(&mut self, txn: Txn) -> Result<Zxid, ProposeError> {
+        let zxid = self.next_zxid()?;
+        let entry = Entry::new(zxid, txn);
+        if let Err(e) = self.log.append(entry.clone()) {
+            unreachable!("next_zxid yields the entry that follows the log: {e}");
+        }
+        self.batch.push(entry);
+        Ok(zxid)
+    }
+
+    /// Sends application traffic to the leader (follower only, while serving).
+    pub fn forward(&mut self, payload: Bytes) -> bool {
+        let State::Following(f) = &self.state else { return false };
+        if !self.status.serving {
+            return false;
+        }
+        let (leader, epoch) = (f.leader, f.epoch);
+        self.send(leader, Message::Forward { epoch, payload });
+        true
+    }
+
+    /// Sends application traffic to one follower, after every proposal made
+    /// so far (leader only).
+    pub fn reply(&mut self, to: ServerId, payload: Bytes) -> bool {
+        self.flush_batch();
+        let State::Leading(l) = &self.state else { return false };
+        let epoch = l.epoch;
+        if !l.is_tracking(to) {
+            return false;
+        }
+        self.send(to, Message::Reply { epoch, payload });
+        true
+    }
+
+    /// Forgets in-memory entries up to `zxid` (a durable snapshot covers them).
+    /// The leader keeps them around for syncing followers by DIFF, so call it
+    /// with a point some distance behind the newest snapshot.
+    pub fn compact(&mut self, zxid: Zxid) {
+        let upto = zxid.min(self.committed);
+        self.log.compact(upto);
+    }
+
+    fn send(&mut self, to: ServerId, msg: Message) {
+        if to == self.config.id {
+            return;
+        }
+        self.outbox.push(Action::Send { to, msg });
+    }
+
+    fn broadcast_to_voters(&mut self, msg: Message) {
+        let others: Vec<ServerId> = self.config.voters.iter().copied().filter(|v| *v != self.config.id).collect();
+        for to in others {
+            self.send(to, msg.clone());
+        }
+    }
+
+    fn persist(&mut self, op: StorageOp) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let StorageOp::Append(entries) = &op {
+            if let Some(last) = entries.last() {
+                self.appends_in_flight.push_back((seq, last.zxid));
+            }
+        }
+        self.outbox.push(Action::Persist { seq, op });
+        seq
+    }
+
+    /// Queues an action until storage operation `seq` is durable.
+    fn after_durable(&mut self, seq: u64, action: Action) {
+        if seq <= self.durable_seq {
+            self.outbox.push(action);
+        } else {
+            self.deferred.push_back((seq, action));
+        }
+    }
+
+    fn flush_batch(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let entries = std::mem::take(&mut self.batch);
+        self.persist(StorageOp::Append(entries.clone()));
+        if let State::Leading(l) = &self.state {
+            let epoch = l.epoch;
+            let receivers = l.broadcast_targets();
+            for chunk in entries.chunks(self.config.max_batch_entries.max(1)) {
+                for &to in &receivers {
+                    self.send(to, Message::Proposal { epoch, entries: chunk.to_vec() });
+                }
+            }
+        }
+    }
+
+    fn on_persisted(&mut self, seq: u64) {
+        if seq <= self.durable_seq {
+            return;
+        }
+        self.durable_seq = seq;
+        while let Some((s, zxid)) = self.appends_in_flight.front().copied() {
+            if s > seq {
+                break;
+            }
+            self.appends_in_flight.pop_front();
+            self.durable_zxid = self.durable_zxid.max(zxid);
+        }
+        while self.deferred.front().is_some_and(|(s, _)| *s <= seq) {
+            if let Some((_, action)) = self.deferred.pop_front() {
+                self.outbox.push(action);
+            }
+        }
+        match &self.state {
+            State::Leading(_) => self.leader_on_persisted(),
+            State::Following(_) | State::Looking(_) => {}
+        }
+    }
+
+    fn on_tick(&mut self) {
+        self.now += 1;
+        match &self.state {
+            State::Looking(_) => self.election_on_tick(),
+            State::Following(_) => self.follower_on_tick(),
+            State::Leading(_) => self.leader_on_tick(),
+        }
+    }
+
+    fn on_message(&mut self, from: ServerId, msg: Message) {
+        if from == self.config.id || !self.config.voters.contains(&from) {
+            return;
+        }
+        if let Message::Notification { round, vote, state } = msg {
+            self.on_notification(from, round, vote, state);
+            return;
+        }
+        match &self.state {
+            State::Looking(_) => {}
+            State::Following(_) => self.follower_on_message(from, msg),
+            State::Leading(_) => self.leader_on_message(from, msg),
+        }
+    }
+
+    fn on_disconnected(&mut self, peer: ServerId) {
+        match &mut self.state {
+            State::Following(f) if f.leader == peer => self.become_looking("lost the connection to the leader"),
+            State::Leading(l) => {
+                l.drop_follower(peer);
+            }
+            _ => {}
+        }
+    }
+
+    /// Hands committed entries `(self.committed, up_to]` out for applying.
+    fn commit_to(&mut self, up_to: Zxid) {
+        let up_to = up_to.min(self.log.last_zxid());
+        if up_to <= self.committed {
+            return;
+        }
+        let entries = self.log.range(self.committed, up_to);
+        self.committed = up_to;
+        if !entries.is_empty() {
+            self.outbox.push(Action::Commit { entries });
+        }
+    }
+
+    fn set_status(&mut self, status: Status) {
+        if status != self.status {
+            self.status = status;
+            self.outbox.push(Action::RoleChanged(status));
+        }
+    }
+
+    fn own_vote(&self) -> Vote {
+        Vote { epoch: self.current_epoch, zxid: self.log.last_zxid(), leader: self.config.id }
+    }
+
+    /// Leaves any role for election. Unsent proposals are dropped from memory
+    /// only if never handed to storage; logged ones stay (a later leader decides).
+    fn become_looking(&mut self, why: &str) {
+        tracing::info!(
+            id = self.config.id,
+            epoch = self.current_epoch,
+            zxid = %self.log.last_zxid(),
+            reason = why,
+            "looking for a leader"
+        );
+        // Proposals still in the batch were never sent: flush them to storage
+        // so the in-memory log and the durable one stay the same history.
+        if !self.batch.is_empty() {
+            let entries = std::mem::take(&mut self.batch);
+            self.persist(StorageOp::Append(entries));
+        }
+        // Deferred messages belonged to the old role.
+        self.deferred.retain(|(_, action)| !matches!(action, Action::Send { .. }));
+        self.round += 1;
+        self.decided = None;
+        let election = Election::new(self.own_vote(), self.config.id, self.now);
+        self.state = State::Looking(election);
+        self.set_status(Status { role: Role::Looking, epoch: 0, leader: None, serving: false });
+        self.broadcast_notification();
+        self.check_election_done();
+    }
+}
+
+impl Peer {
+    /// Abandons the current role and starts an election (e.g. the runtime
+    /// could not install a snapshot the leader sent).
+    pub fn restart_election(&mut self, reason: &str) {
+        self.become_looking(reason);
+    }
+}

@@ -1,0 +1,360 @@
+//! Protocol tests: exact outputs for single steps, and small hand-driven
+//! ensembles (FIFO delivery, instant storage) for the main stories. The
+//! randomized, fault-injecting search lives in `sim`.
+
+use super::*;
+use crate::ids::SessionId;
+use crate::txn::TxnBody;
+use std::collections::{BTreeMap, VecDeque};
+
+fn txn(n: i32) -> Txn {
+    Txn { session: SessionId(1), cxid: n, time_ms: 0, body: TxnBody::Check { path: format!("/{n}") } }
+}
+
+fn config(id: ServerId, n: u64) -> Config {
+    Config::new(id, (1..=n).collect())
+}
+
+/// A node of the harness: the peer plus what storage durably holds.
+struct Node {
+    peer: Peer,
+    up: bool,
+    applied: Vec<Zxid>,
+    durable: Durable,
+}
+
+/// Delivers messages FIFO; storage completes at once.
+struct Cluster {
+    nodes: BTreeMap<ServerId, Node>,
+    queue: VecDeque<(ServerId, ServerId, Message)>,
+    /// Links that drop everything (from, to).
+    cut: Vec<(ServerId, ServerId)>,
+}
+
+impl Cluster {
+    fn new(n: u64) -> Cluster {
+        let mut nodes = BTreeMap::new();
+        for id in 1..=n {
+            nodes.insert(
+                id,
+                Node {
+                    peer: Peer::new(config(id, n), Durable::default()),
+                    up: true,
+                    applied: vec![],
+                    durable: Durable::default(),
+                },
+            );
+        }
+        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![] };
+        for id in 1..=n {
+            c.drain(id);
+        }
+        c
+    }
+
+    /// Executes a node's actions: storage at once, messages queued.
+    fn drain(&mut self, id: ServerId) {
+        loop {
+            let node = self.nodes.get_mut(&id).unwrap();
+            let actions = node.peer.take_actions();
+            if actions.is_empty() {
+                return;
+            }
+            let mut max_seq = 0;
+            for action in actions {
+                match action {
+                    Action::Send { to, msg } => self.queue.push_back((id, to, msg)),
+                    Action::Persist { seq, op } => {
+                        max_seq = seq;
+                        let d = &mut self.nodes.get_mut(&id).unwrap().durable;
+                        match op {
+                            StorageOp::Append(entries) => d.entries.extend(entries),
+                            StorageOp::TruncateAfter(z) => d.entries.retain(|e| e.zxid <= z),
+                            StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
+                            StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
+                            StorageOp::InstallSnapshot { zxid, .. } => {
+                                d.entries.clear();
+                                d.snapshot_zxid = zxid;
+                            }
+                        }
+                    }
+                    Action::Commit { entries } => {
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        node.applied.extend(entries.iter().map(|e| e.zxid));
+                    }
+                    Action::SendSnapshot { to, epoch, zxid } => {
+                        self.queue.push_back((id, to, Message::Snap { epoch, zxid, chunks: vec![] }));
+                    }
+                    Action::InstallSnapshot { zxid, .. } => {
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        node.applied.retain(|z| *z <= zxid);
+                        node.applied.push(zxid);
+                    }
+                    Action::RoleChanged(_) | Action::Forwarded { .. } | Action::Replied { .. } => {}
+                }
+            }
+            if max_seq > 0 {
+                self.nodes.get_mut(&id).unwrap().peer.handle(Input::Persisted { seq: max_seq });
+            }
+        }
+    }
+
+    fn deliver_all(&mut self) {
+        let mut budget = 100_000;
+        while let Some((from, to, msg)) = self.queue.pop_front() {
+            budget -= 1;
+            assert!(budget > 0, "message storm");
+            if self.cut.contains(&(from, to)) || !self.nodes[&from].up || !self.nodes[&to].up {
+                continue;
+            }
+            self.nodes.get_mut(&to).unwrap().peer.handle(Input::Message { from, msg });
+            self.drain(to);
+        }
+    }
+
+    fn tick(&mut self) {
+        let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            if self.nodes[&id].up {
+                self.nodes.get_mut(&id).unwrap().peer.handle(Input::Tick);
+                self.drain(id);
+            }
+        }
+        self.deliver_all();
+    }
+
+    fn settle(&mut self, ticks: usize) {
+        self.deliver_all();
+        for _ in 0..ticks {
+            self.tick();
+        }
+    }
+
+    fn leader(&self) -> Option<ServerId> {
+        self.nodes
+            .iter()
+            .find(|(_, n)| n.up && n.peer.status().role == Role::Leading && n.peer.status().serving)
+            .map(|(id, _)| *id)
+    }
+
+    fn propose(&mut self, n: i32) -> Zxid {
+        let leader = self.leader().expect("a serving leader");
+        let zxid = self.nodes.get_mut(&leader).unwrap().peer.propose(txn(n)).unwrap();
+        self.drain(leader);
+        zxid
+    }
+
+    fn crash(&mut self, id: ServerId) {
+        self.nodes.get_mut(&id).unwrap().up = false;
+        let ids: Vec<ServerId> = self.nodes.keys().copied().filter(|p| *p != id).collect();
+        for p in ids {
+            if self.nodes[&p].up {
+                self.nodes.get_mut(&p).unwrap().peer.handle(Input::Disconnected { peer: id });
+                self.drain(p);
+            }
+        }
+    }
+
+    fn restart(&mut self, id: ServerId) {
+        let n = self.nodes.len() as u64;
+        let node = self.nodes.get_mut(&id).unwrap();
+        let durable = node.durable.clone();
+        // The harness's "tree" is the applied list: it reflects the snapshot only.
+        node.applied.retain(|z| *z <= durable.snapshot_zxid);
+        node.peer = Peer::new(config(id, n), durable);
+        node.up = true;
+        self.drain(id);
+    }
+
+    fn serving(&self) -> usize {
+        self.nodes.values().filter(|n| n.up && n.peer.status().serving).count()
+    }
+}
+
+#[test]
+fn single_replica_elects_itself_and_commits_after_persisting() {
+    let mut c = Cluster::new(1);
+    assert_eq!(c.leader(), Some(1));
+    assert_eq!(c.nodes[&1].peer.current_epoch(), 1);
+    let zxid = c.propose(7);
+    assert_eq!(zxid, Zxid::new(1, 1));
+    assert_eq!(c.nodes[&1].applied, vec![zxid]);
+}
+
+#[test]
+fn proposal_is_not_committed_before_it_is_durable() {
+    let mut peer = Peer::new(config(1, 1), Durable::default());
+    // Walk the single replica through discovery and sync by acknowledging storage.
+    for _ in 0..4 {
+        let actions = peer.take_actions();
+        if let Some(seq) = actions.iter().rev().find_map(|a| match a {
+            Action::Persist { seq, .. } => Some(*seq),
+            _ => None,
+        }) {
+            peer.handle(Input::Persisted { seq });
+        }
+    }
+    assert!(peer.status().serving);
+    let zxid = peer.propose(txn(1)).unwrap();
+    let actions = peer.take_actions();
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    let Action::Persist { seq, op: StorageOp::Append(entries) } = &actions[0] else { panic!("{actions:?}") };
+    assert_eq!(entries[0].zxid, zxid);
+    peer.handle(Input::Persisted { seq: *seq });
+    let actions = peer.take_actions();
+    assert!(matches!(&actions[..], [Action::Commit { entries }] if entries[0].zxid == zxid), "{actions:?}");
+}
+
+#[test]
+fn follower_promises_epoch_only_once_durable() {
+    let mut peer = Peer::new(config(2, 3), Durable::default());
+    peer.take_actions();
+    // Peers 1 and 3 vote for 3 (highest id); 2 follows 3.
+    let vote = Vote { epoch: 0, zxid: Zxid::ZERO, leader: 3 };
+    for from in [1, 3] {
+        peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
+    }
+    assert_eq!(peer.status().role, Role::Following);
+    peer.take_actions();
+    peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch: 1 } });
+    let actions = peer.take_actions();
+    assert_eq!(actions, vec![Action::Persist { seq: 1, op: StorageOp::SetAcceptedEpoch(1) }]);
+    peer.handle(Input::Persisted { seq: 1 });
+    let actions = peer.take_actions();
+    assert!(
+        matches!(&actions[..], [Action::Send { to: 3, msg: Message::AckEpoch { epoch: 1, acked: true, .. } }]),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn three_replicas_elect_the_highest_id_and_replicate() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    assert_eq!(c.leader(), Some(3));
+    assert_eq!(c.serving(), 3);
+    let zxids: Vec<Zxid> = (0..5).map(|n| c.propose(n)).collect();
+    c.settle(2);
+    for node in c.nodes.values() {
+        assert_eq!(node.applied, zxids);
+    }
+}
+
+#[test]
+fn election_prefers_the_longest_history() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let a = c.propose(1);
+    c.settle(1);
+    // Node 1 misses the next proposals.
+    c.cut = vec![(3, 1)];
+    let b = c.propose(2);
+    c.settle(1);
+    c.cut.clear();
+    c.crash(3);
+    c.settle(12);
+    // Node 2 has (1,2); node 1 only (1,1): node 2 must win despite the lower id.
+    assert_eq!(c.leader(), Some(2));
+    c.settle(3);
+    for id in [1, 2] {
+        assert_eq!(c.nodes[&id].applied, vec![a, b], "node {id}");
+    }
+}
+
+#[test]
+fn leader_crash_keeps_committed_and_truncates_the_uncommitted_tail() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let committed = c.propose(1);
+    c.settle(1);
+    // The leader logs a proposal that never leaves it.
+    c.cut = vec![(3, 1), (3, 2)];
+    let lost = c.propose(2);
+    c.crash(3);
+    c.cut.clear();
+    c.settle(12);
+    let new_leader = c.leader().expect("new leader");
+    assert_ne!(new_leader, 3);
+    let next = c.propose(3);
+    c.settle(2);
+    c.restart(3);
+    c.settle(15);
+    assert_eq!(c.serving(), 3);
+    for (id, node) in &c.nodes {
+        assert_eq!(node.applied, vec![committed, next], "node {id}");
+        assert!(!node.durable.entries.iter().any(|e| e.zxid == lost), "node {id} kept the lost proposal");
+    }
+}
+
+#[test]
+fn restarted_follower_catches_up() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    c.crash(1);
+    let zxids: Vec<Zxid> = (0..20).map(|n| c.propose(n)).collect();
+    c.settle(2);
+    c.restart(1);
+    c.settle(12);
+    assert_eq!(c.serving(), 3);
+    assert_eq!(c.nodes[&1].applied, zxids);
+}
+
+#[test]
+fn follower_behind_a_compacted_leader_gets_a_snapshot() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    c.crash(1);
+    let zxids: Vec<Zxid> = (0..10).map(|n| c.propose(n)).collect();
+    c.settle(2);
+    let leader = c.leader().unwrap();
+    c.nodes.get_mut(&leader).unwrap().peer.compact(zxids[7]);
+    c.restart(1);
+    c.settle(12);
+    assert_eq!(c.serving(), 3);
+    // The harness models SNAP by recording the snapshot zxid as applied.
+    assert_eq!(c.nodes[&1].durable.snapshot_zxid, zxids[9]);
+}
+
+#[test]
+fn minority_cannot_commit_and_leader_steps_down() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    for id in [1, 2, 3] {
+        if id != leader {
+            c.crash(id);
+        }
+    }
+    c.settle(10);
+    assert_eq!(c.leader(), None, "a leader without a quorum must stop serving");
+}
+
+#[test]
+fn five_replicas_survive_two_failures() {
+    let mut c = Cluster::new(5);
+    c.settle(3);
+    assert_eq!(c.leader(), Some(5));
+    c.crash(5);
+    c.crash(4);
+    c.settle(15);
+    assert_eq!(c.leader(), Some(3));
+    let z = c.propose(1);
+    c.settle(2);
+    for id in 1..=3 {
+        assert_eq!(c.nodes[&id].applied.last(), Some(&z));
+    }
+}
+
+#[test]
+fn restarted_replica_joins_an_established_leader() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    let follower = if leader == 1 { 2 } else { 1 };
+    c.crash(follower);
+    c.settle(3);
+    c.restart(follower);
+    c.settle(6);
+    assert_eq!(c.leader(), Some(leader), "the running leader keeps its role");
+    assert_eq!(c.serving(), 3);
+}
