@@ -10,6 +10,8 @@
 pub mod error;
 pub mod ids;
 pub mod op;
+pub mod replica;
+pub mod session;
 pub mod storage;
 pub mod tree;
 pub mod txn;

@@ -1,0 +1,135 @@
+//! Reads and session-local operations, answered from this replica's tree.
+//!
+//! Permission checks and their order follow ZooKeeper's `FinalRequestProcessor`
+//! (e.g. exists checks READ only when the node exists, and leaves its watch
+//! even when the answer is NoNode; getData does not).
+
+use crate::error::{ErrorCode, ZkError};
+use crate::ids::SessionId;
+use crate::op::{MultiItem, Op, OpResult, Reply};
+use crate::tree::acl::{self, perms, Id};
+use crate::tree::path;
+use crate::tree::watch::WatchEvent;
+use crate::tree::DataTree;
+
+/// A read's answer plus the watch events it fired at once (SetWatches).
+pub struct ReadOutcome {
+    /// The reply.
+    pub reply: Reply,
+    /// Events to deliver before the reply.
+    pub events: Vec<WatchEvent>,
+}
+
+fn err(code: ErrorCode, path: &str) -> ZkError {
+    ZkError::new(code, path)
+}
+
+fn check_path(p: &str) -> Result<(), ZkError> {
+    path::validate(p, false).map_err(|e| ZkError::with_reason(ErrorCode::BadArguments, p, format!("invalid path: {e}")))
+}
+
+fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(), ZkError> {
+    let node = tree.state().node(p).ok_or_else(|| err(ErrorCode::NoNode, p))?;
+    if acl::permits(&node.acl, perm, identities) {
+        Ok(())
+    } else {
+        Err(err(ErrorCode::NoAuth, p))
+    }
+}
+
+/// Answers a read or session-local op for `session` with `identities`.
+/// `Auth` and writes are not handled here.
+pub fn execute(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op) -> ReadOutcome {
+    let mut events = Vec::new();
+    let reply = answer(tree, session, identities, op, &mut events);
+    ReadOutcome { reply, events }
+}
+
+fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, events: &mut Vec<WatchEvent>) -> Reply {
+    let watcher = |watch: bool| watch.then_some(session);
+    match op {
+        Op::Exists { path, watch } => {
+            check_path(path)?;
+            if tree.state().node(path).is_some() {
+                require(tree, path, perms::READ, identities)?;
+            }
+            tree.exists(path, watcher(*watch)).map(OpResult::Stat).map_err(|c| err(c, path))
+        }
+        Op::GetData { path, watch } => {
+            check_path(path)?;
+            require(tree, path, perms::READ, identities)?;
+            let (data, stat) = tree.get_data(path, watcher(*watch)).map_err(|c| err(c, path))?;
+            Ok(OpResult::Data { data, stat })
+        }
+        Op::GetChildren { path, watch, with_stat } => {
+            check_path(path)?;
+            require(tree, path, perms::READ, identities)?;
+            let (children, stat) = tree.get_children(path, watcher(*watch)).map_err(|c| err(c, path))?;
+            Ok(OpResult::Children { children, stat: with_stat.then_some(stat) })
+        }
+        Op::GetAcl { path } => {
+            check_path(path)?;
+            require(tree, path, perms::READ | perms::ADMIN, identities)?;
+            let (list, stat) = tree.get_acl(path).map_err(|c| err(c, path))?;
+            let acl = if acl::permits(&list, perms::ADMIN, identities) { list.to_vec() } else { acl::redacted(&list) };
+            Ok(OpResult::Acl { acl, stat })
+        }
+        Op::GetAllChildrenNumber { path } => {
+            check_path(path)?;
+            require(tree, path, perms::READ, identities)?;
+            Ok(OpResult::Count(tree.state().descendant_count(path) as i32))
+        }
+        Op::GetEphemerals { prefix } => Ok(OpResult::Paths(tree.ephemerals(session, prefix))),
+        Op::MultiRead(ops) => {
+            let items = ops
+                .iter()
+                .map(|op| match op {
+                    Op::GetData { .. } | Op::GetChildren { .. } => {
+                        match answer(tree, session, identities, op, events) {
+                            Ok(result) => MultiItem::Ok(result),
+                            Err(e) => MultiItem::Err(e.code),
+                        }
+                    }
+                    _ => MultiItem::Err(ErrorCode::BadArguments),
+                })
+                .collect();
+            Ok(OpResult::Multi(items))
+        }
+        Op::AddWatch { path, mode } => {
+            check_path(path)?;
+            tree.watches_mut().add_persistent(path, *mode, session);
+            Ok(OpResult::Empty)
+        }
+        Op::RemoveWatches { path, kind } => {
+            check_path(path)?;
+            if tree.watches_mut().remove(path, *kind, session) {
+                Ok(OpResult::Empty)
+            } else {
+                Err(err(ErrorCode::NoWatcher, path))
+            }
+        }
+        Op::CheckWatches { path, kind } => {
+            check_path(path)?;
+            if tree.watches().contains(path, *kind, session) {
+                Ok(OpResult::Empty)
+            } else {
+                Err(err(ErrorCode::NoWatcher, path))
+            }
+        }
+        Op::SetWatches { relative_zxid, data, exist, child, persistent, persistent_recursive } => {
+            events.extend(tree.set_watches(session, *relative_zxid, data, exist, child));
+            for p in persistent {
+                tree.watches_mut().add_persistent(p, crate::tree::watch::AddWatchMode::Persistent, session);
+            }
+            for p in persistent_recursive {
+                tree.watches_mut().add_persistent(p, crate::tree::watch::AddWatchMode::PersistentRecursive, session);
+            }
+            Ok(OpResult::Empty)
+        }
+        Op::WhoAmI => Ok(OpResult::Identities(identities.to_vec())),
+        Op::Ping => Ok(OpResult::Empty),
+        other => {
+            Err(ZkError::with_reason(ErrorCode::Unimplemented, other.path().unwrap_or(""), "not a read operation"))
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! Client-visible stories through whole replicas: a FIFO network, storage
+//! that is durable at once, and scripted clients. The randomized search with
+//! faults lives in `sim`.
+
+use super::*;
+use crate::tree::acl::Acl;
+use crate::tree::stat::CreateMode;
+use crate::tree::watch::EventType;
+use std::collections::BTreeMap;
+
+struct Node {
+    replica: Replica,
+    durable: Recovered,
+    up: bool,
+}
+
+struct Ensemble {
+    nodes: BTreeMap<ServerId, Node>,
+    queue: VecDeque<(ServerId, ServerId, Message)>,
+    inbox: BTreeMap<ConnId, Vec<ClientMessage>>,
+    conn_node: BTreeMap<ConnId, ServerId>,
+    next_conn: ConnId,
+    now_ms: i64,
+    xid: i32,
+}
+
+fn config(id: ServerId, n: u64) -> Config {
+    let mut c = Config::new(id, (1..=n).collect(), 100);
+    c.snapshot_every = 0;
+    c
+}
+
+impl Ensemble {
+    fn new(n: u64) -> Ensemble {
+        let mut nodes = BTreeMap::new();
+        for id in 1..=n {
+            let replica = Replica::new(config(id, n), Recovered::fresh(), 1_000_000);
+            nodes.insert(id, Node { replica, durable: Recovered::fresh(), up: true });
+        }
+        let mut e = Ensemble {
+            nodes,
+            queue: VecDeque::new(),
+            inbox: BTreeMap::new(),
+            conn_node: BTreeMap::new(),
+            next_conn: 1,
+            now_ms: 1_000_000,
+            xid: 0,
+        };
+        e.settle(5);
+        e
+    }
+
+    fn drain(&mut self, id: ServerId) {
+        loop {
+            let outputs = self.nodes.get_mut(&id).unwrap().replica.take_outputs();
+            if outputs.is_empty() {
+                return;
+            }
+            let mut max_seq = 0;
+            for out in outputs {
+                match out {
+                    Output::Send { to, msg } => self.queue.push_back((id, to, msg)),
+                    Output::Persist { seq, op } => {
+                        max_seq = seq;
+                        let d = &mut self.nodes.get_mut(&id).unwrap().durable;
+                        match op {
+                            StorageOp::Append(entries) => d.log.extend(entries),
+                            StorageOp::TruncateAfter(z) => d.log.retain(|e| e.zxid <= z),
+                            StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
+                            StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
+                            StorageOp::InstallSnapshot { chunks, .. } => {
+                                d.log.clear();
+                                d.snapshot = Some(snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).unwrap());
+                            }
+                        }
+                    }
+                    Output::Client { conn, msg } => self.inbox.entry(conn).or_default().push(msg),
+                    Output::TakeSnapshot { .. } | Output::Status(_) => {}
+                }
+            }
+            if max_seq > 0 {
+                self.nodes.get_mut(&id).unwrap().replica.handle(Input::Persisted { seq: max_seq });
+            }
+        }
+    }
+
+    fn deliver(&mut self) {
+        let mut budget = 200_000;
+        while let Some((from, to, msg)) = self.queue.pop_front() {
+            budget -= 1;
+            assert!(budget > 0, "message storm");
+            if !self.nodes[&from].up || !self.nodes[&to].up {
+                continue;
+            }
+            self.nodes.get_mut(&to).unwrap().replica.handle(Input::Peer { from, msg });
+            self.drain(to);
+        }
+    }
+
+    fn tick(&mut self) {
+        self.now_ms += 100;
+        let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
+        for id in ids {
+            if self.nodes[&id].up {
+                let now_ms = self.now_ms;
+                self.nodes.get_mut(&id).unwrap().replica.handle(Input::Tick { now_ms });
+                self.drain(id);
+            }
+        }
+        self.deliver();
+    }
+
+    fn settle(&mut self, ticks: usize) {
+        for id in self.nodes.keys().copied().collect::<Vec<_>>() {
+            self.drain(id);
+        }
+        self.deliver();
+        for _ in 0..ticks {
+            self.tick();
+        }
+    }
+
+    fn leader(&self) -> ServerId {
+        *self
+            .nodes
+            .iter()
+            .find(|(_, n)| n.up && n.replica.status().role == Role::Leading && n.replica.status().serving)
+            .expect("a serving leader")
+            .0
+    }
+
+    fn connect_with(&mut self, node: ServerId, request: ConnectRequest) -> ConnId {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        self.conn_node.insert(conn, node);
+        let input = Input::Connect {
+            conn,
+            request,
+            new_password: Bytes::from_static(&[9; 16]),
+            identities: vec![Id::new("ip", "127.0.0.1")],
+        };
+        self.nodes.get_mut(&node).unwrap().replica.handle(input);
+        self.drain(node);
+        self.deliver();
+        conn
+    }
+
+    fn connect(&mut self, node: ServerId) -> (ConnId, SessionId, Bytes) {
+        let request = ConnectRequest { session_id: 0, password: Bytes::new(), timeout_ms: 1000, last_zxid_seen: 0 };
+        let conn = self.connect_with(node, request);
+        match self.take(conn).first() {
+            Some(ClientMessage::Connected { session, password, .. }) => (conn, *session, password.clone()),
+            other => panic!("no session: {other:?}"),
+        }
+    }
+
+    fn take(&mut self, conn: ConnId) -> Vec<ClientMessage> {
+        self.inbox.remove(&conn).unwrap_or_default()
+    }
+
+    fn send(&mut self, conn: ConnId, op: Op) -> i32 {
+        self.xid += 1;
+        let node = self.conn_node[&conn];
+        let xid = self.xid;
+        self.nodes.get_mut(&node).unwrap().replica.handle(Input::Request { conn, xid, tag: 0, op });
+        self.drain(node);
+        xid
+    }
+
+    /// Sends and waits for the reply (other messages stay in the inbox, in order).
+    fn call(&mut self, conn: ConnId, op: Op) -> Reply {
+        let xid = self.send(conn, op);
+        for _ in 0..20 {
+            self.deliver();
+            let msgs = self.inbox.entry(conn).or_default();
+            if let Some(i) = msgs.iter().position(|m| matches!(m, ClientMessage::Reply { xid: x, .. } if *x == xid)) {
+                let ClientMessage::Reply { reply, .. } = msgs.remove(i) else { unreachable!() };
+                return reply;
+            }
+            self.tick();
+        }
+        panic!("no reply to xid {xid}");
+    }
+
+    fn crash(&mut self, id: ServerId) {
+        self.nodes.get_mut(&id).unwrap().up = false;
+        for p in self.nodes.keys().copied().collect::<Vec<_>>() {
+            if p != id && self.nodes[&p].up {
+                self.nodes.get_mut(&p).unwrap().replica.handle(Input::PeerDisconnected { peer: id });
+                self.drain(p);
+            }
+        }
+        let conns: Vec<ConnId> = self.conn_node.iter().filter(|(_, n)| **n == id).map(|(c, _)| *c).collect();
+        for c in conns {
+            self.conn_node.remove(&c);
+        }
+    }
+}
+
+fn create(path: &str, mode: CreateMode) -> Op {
+    Op::Create { path: path.into(), data: Bytes::from_static(b"v"), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
+}
+
+fn get(path: &str, watch: bool) -> Op {
+    Op::GetData { path: path.into(), watch }
+}
+
+#[test]
+fn single_replica_serves_reads_and_writes() {
+    let mut e = Ensemble::new(1);
+    let (c, _, _) = e.connect(1);
+    let created = e.call(c, create("/a", CreateMode::Persistent)).unwrap();
+    assert!(matches!(created, OpResult::Created { ref path, .. } if path == "/a"));
+    let Ok(OpResult::Data { data, stat }) = e.call(c, get("/a", false)) else { panic!() };
+    assert_eq!(&data[..], b"v");
+    assert_eq!(stat.version, 0);
+    assert_eq!(e.call(c, create("/a", CreateMode::Persistent)).unwrap_err().code, ErrorCode::NodeExists);
+    assert_eq!(e.call(c, get("/missing", false)).unwrap_err().code, ErrorCode::NoNode);
+}
+
+#[test]
+fn writes_through_a_follower_reach_every_replica() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (c, _, _) = e.connect(follower);
+    e.call(c, create("/x", CreateMode::Persistent)).unwrap();
+    e.settle(2);
+    for node in e.nodes.values() {
+        assert!(node.replica.tree().state().node("/x").is_some());
+    }
+}
+
+#[test]
+fn watch_event_precedes_the_reply_of_a_later_read() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (watcher, _, _) = e.connect(follower);
+    let (writer, _, _) = e.connect(leader);
+    e.call(writer, create("/w", CreateMode::Persistent)).unwrap();
+    e.settle(1);
+    e.call(watcher, get("/w", true)).unwrap();
+    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::from_static(b"2"), version: -1 }).unwrap();
+    e.settle(1);
+    let xid = e.send(watcher, get("/w", false));
+    e.settle(1);
+    let msgs = e.take(watcher);
+    let event =
+        msgs.iter().position(|m| matches!(m, ClientMessage::Event(ev) if ev.event_type == EventType::NodeDataChanged));
+    let reply = msgs.iter().position(|m| matches!(m, ClientMessage::Reply { xid: x, .. } if *x == xid));
+    assert!(event.unwrap() < reply.unwrap(), "{msgs:?}");
+    // One-shot: a second change does not fire again.
+    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::new(), version: -1 }).unwrap();
+    e.settle(1);
+    assert!(!e.take(watcher).iter().any(|m| matches!(m, ClientMessage::Event(_))));
+}
+
+#[test]
+fn session_reads_never_run_ahead_of_its_own_writes() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (c, _, _) = e.connect(follower);
+    // Pipeline a write and a read without waiting: the read must see the write.
+    let w = e.send(c, create("/fifo", CreateMode::Persistent));
+    let r = e.send(c, get("/fifo", false));
+    e.settle(2);
+    let msgs = e.take(c);
+    let replies: Vec<(i32, bool)> = msgs
+        .iter()
+        .filter_map(|m| match m {
+            ClientMessage::Reply { xid, reply, .. } => Some((*xid, reply.is_ok())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies, vec![(w, true), (r, true)]);
+}
+
+#[test]
+fn ephemerals_go_with_a_closed_session_and_an_expired_one() {
+    let mut e = Ensemble::new(3);
+    let (a, _, _) = e.connect(1);
+    let (b, _, _) = e.connect(2);
+    let (observer, _, _) = e.connect(3);
+    e.call(a, create("/ea", CreateMode::Ephemeral)).unwrap();
+    e.call(b, create("/eb", CreateMode::Ephemeral)).unwrap();
+    e.call(a, Op::CloseSession).unwrap();
+    e.settle(1);
+    assert_eq!(e.call(observer, Op::Exists { path: "/ea".into(), watch: false }).unwrap_err().code, ErrorCode::NoNode);
+    // b's client vanishes without closing: its session expires (timeout 1000 ms = 10 ticks).
+    let node_b = e.conn_node[&b];
+    e.nodes.get_mut(&node_b).unwrap().replica.handle(Input::Disconnect { conn: b });
+    e.drain(node_b);
+    assert!(e.call(observer, Op::Exists { path: "/eb".into(), watch: false }).is_ok());
+    for _ in 0..15 {
+        e.call(observer, Op::Ping).unwrap();
+        e.tick();
+    }
+    assert_eq!(e.call(observer, Op::Exists { path: "/eb".into(), watch: false }).unwrap_err().code, ErrorCode::NoNode);
+}
+
+#[test]
+fn session_resumes_on_another_replica_with_its_password() {
+    let mut e = Ensemble::new(3);
+    let (c, session, password) = e.connect(1);
+    e.call(c, create("/r", CreateMode::Ephemeral)).unwrap();
+    let zxid = e.nodes[&1].replica.tree().last_zxid();
+    let bad = ConnectRequest {
+        session_id: session.0,
+        password: Bytes::from_static(b"wrong"),
+        timeout_ms: 1000,
+        last_zxid_seen: 0,
+    };
+    let c2 = e.connect_with(2, bad);
+    assert!(matches!(e.take(c2).first(), Some(ClientMessage::ConnectFailed { error: ErrorCode::SessionExpired, .. })));
+    let good = ConnectRequest { session_id: session.0, password, timeout_ms: 1000, last_zxid_seen: zxid.as_i64() };
+    let c3 = e.connect_with(3, good);
+    assert!(matches!(e.take(c3).first(), Some(ClientMessage::Connected { session: s, .. }) if *s == session));
+    // The ephemeral still belongs to the session, which now lives on replica 3.
+    assert_eq!(e.call(c3, Op::GetEphemerals { prefix: "/".into() }).unwrap(), OpResult::Paths(vec!["/r".into()]));
+}
+
+#[test]
+fn sync_makes_a_follower_catch_up() {
+    let mut e = Ensemble::new(3);
+    let (c, _, _) = e.connect(1);
+    assert!(matches!(e.call(c, Op::Sync { path: "/".into() }), Ok(OpResult::Synced(p)) if p == "/"));
+}
+
+#[test]
+fn leader_failover_keeps_acknowledged_writes() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let (c, _, _) = e.connect(survivor);
+    e.call(c, create("/durable", CreateMode::Persistent)).unwrap();
+    e.crash(leader);
+    e.settle(20);
+    let new_leader = e.leader();
+    assert_ne!(new_leader, leader);
+    let (c2, _, _) = e.connect(survivor);
+    assert!(e.call(c2, get("/durable", false)).is_ok());
+}
+
+#[test]
+fn invalid_requests_get_precise_errors_in_order() {
+    let mut e = Ensemble::new(1);
+    let (c, _, _) = e.connect(1);
+    let bad_path = e.call(c, create("no-slash", CreateMode::Persistent)).unwrap_err();
+    assert_eq!(bad_path.code, ErrorCode::BadArguments);
+    assert!(bad_path.reason.contains("must start with /"), "{bad_path}");
+    let big = Op::SetData { path: "/".into(), data: Bytes::from(vec![0; 2 << 20]), version: -1 };
+    let too_big = e.call(c, big).unwrap_err();
+    assert!(too_big.reason.contains("over the limit"), "{too_big}");
+    assert_eq!(
+        e.call(c, Op::Auth { scheme: "nosuch".into(), auth: Bytes::new() }).unwrap_err().code,
+        ErrorCode::AuthFailed
+    );
+    assert_eq!(
+        e.call(c, Op::RemoveWatches { path: "/".into(), kind: crate::tree::watch::WatcherType::Any }).unwrap_err().code,
+        ErrorCode::NoWatcher
+    );
+}
