@@ -645,7 +645,7 @@ impl Replica {
                     self.counters.expired_sessions += 1;
                     self.work.push_back(Work::Expire { session });
                 }
-                if self.config.reap_interval_ticks > 0 && self.ticks % self.config.reap_interval_ticks == 0 {
+                if self.config.reap_interval_ticks > 0 && self.ticks.is_multiple_of(self.config.reap_interval_ticks) {
                     self.queue_reaps();
                 }
             }
