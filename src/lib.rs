@@ -11,6 +11,8 @@ pub mod error;
 pub mod ids;
 pub mod op;
 pub mod replica;
+pub mod rpc;
+pub mod server;
 pub mod session;
 pub mod storage;
 pub mod tree;

@@ -147,6 +147,18 @@ pub enum Input {
         /// The request.
         op: Op,
     },
+    /// A request the front end could not decode: it is answered with `error`
+    /// in its turn, so the session's replies stay in order.
+    BadRequest {
+        /// The connection.
+        conn: ConnId,
+        /// The request's xid, if it could be read.
+        xid: i32,
+        /// Echoed.
+        tag: i32,
+        /// What was wrong.
+        error: ZkError,
+    },
     /// The client's connection closed (the session lives on until it expires).
     Disconnect {
         /// The connection.
@@ -368,6 +380,12 @@ impl Replica {
                 self.on_connect(conn, request, new_password, identities)
             }
             Input::Request { conn, xid, tag, op } => self.on_request(conn, xid, tag, op),
+            Input::BadRequest { conn, xid, tag, error } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.queue.push_back(Pending { xid, tag, op: Op::Ping, progress: Progress::Done(Err(error)) });
+                    self.pump(conn);
+                }
+            }
             Input::Disconnect { conn } => self.drop_conn(conn),
         }
         self.drain_zab();
@@ -611,6 +629,17 @@ impl Replica {
         self.snapshot_in_flight = true;
         self.applied_since_snapshot = 0;
         self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+    }
+
+    /// Asks for a snapshot now; false if one is already being written.
+    pub fn snapshot_now(&mut self) -> bool {
+        if self.snapshot_in_flight {
+            return false;
+        }
+        self.snapshot_in_flight = true;
+        self.applied_since_snapshot = 0;
+        self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+        true
     }
 
     fn on_snapshot_saved(&mut self, zxid: Zxid) {

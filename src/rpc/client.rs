@@ -1,0 +1,115 @@
+//! The gRPC session API (`proto/client.proto`): one bidirectional stream per
+//! client session, served by the same replica pipeline as the wire port.
+
+use super::client_convert::{client_message_to_pb, op_from_pb};
+use crate::error::{ErrorCode, ZkError};
+use crate::proto::client as pb;
+use crate::replica::{ClientMessage, ConnectRequest};
+use crate::server::{Event, ServerHandle, CLIENT_QUEUE};
+use crate::tree::acl::Id;
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Largest client message accepted; bigger data is refused by the replica
+/// with BadArguments naming the limit, not by killing the stream.
+pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// Serves client sessions.
+pub struct ClientService {
+    handle: ServerHandle,
+}
+
+impl ClientService {
+    /// A service in front of `handle`'s replica.
+    pub fn new(handle: ServerHandle) -> ClientService {
+        ClientService { handle }
+    }
+}
+
+type Outgoing = mpsc::Sender<Result<pb::ServerMessage, Status>>;
+
+fn closing(error: ErrorCode, message: &str) -> pb::ServerMessage {
+    pb::ServerMessage {
+        kind: Some(pb::server_message::Kind::Closing(pb::Closing { error: error.code(), message: message.into() })),
+    }
+}
+
+#[tonic::async_trait]
+impl pb::zab_keeper_server::ZabKeeper for ClientService {
+    type SessionStream = ReceiverStream<Result<pb::ServerMessage, Status>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::ClientMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let identities: Vec<Id> =
+            request.remote_addr().map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
+        let incoming = request.into_inner();
+        let (out_tx, out_rx) = mpsc::channel(64);
+        tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities));
+        Ok(Response::new(ReceiverStream::new(out_rx)))
+    }
+}
+
+async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>, out: Outgoing, identities: Vec<Id>) {
+    let connect = match incoming.message().await {
+        Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Connect(c)) })) => c,
+        Ok(Some(_)) => {
+            let _ = out.send(Ok(closing(ErrorCode::BadArguments, "the first message must be Connect"))).await;
+            return;
+        }
+        Ok(None) | Err(_) => return,
+    };
+    let conn = handle.next_conn();
+    let server_id = handle.config.id;
+    let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
+    // Writer: the replica's messages, in order, until it closes the session.
+    let writer_out = out.clone();
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            let last = matches!(msg, ClientMessage::Close { .. } | ClientMessage::ConnectFailed { .. });
+            if writer_out.send(Ok(client_message_to_pb(server_id, msg))).await.is_err() || last {
+                break;
+            }
+        }
+    });
+    let request = ConnectRequest {
+        session_id: connect.session_id,
+        password: Bytes::from(connect.password),
+        timeout_ms: connect.timeout_ms,
+        last_zxid_seen: connect.last_zxid_seen,
+    };
+    if handle.events.send(Event::Connect { conn, request, identities, tx }).await.is_err() {
+        return;
+    }
+    loop {
+        let event = match incoming.message().await {
+            Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
+                match op_from_pb(r.op) {
+                    Ok(op) => Event::Request { conn, xid: r.xid, tag: 0, op },
+                    Err(error) => Event::BadRequest { conn, xid: r.xid, tag: 0, error },
+                }
+            }
+            Ok(Some(_)) => Event::BadRequest {
+                conn,
+                xid: 0,
+                tag: 0,
+                error: ZkError::with_reason(ErrorCode::BadArguments, "", "Connect may only be the first message"),
+            },
+            Ok(None) => break,
+            Err(status) => {
+                tracing::debug!(conn, error = %status, "client stream failed");
+                break;
+            }
+        };
+        if handle.events.send(event).await.is_err() {
+            break;
+        }
+        if writer.is_finished() {
+            break;
+        }
+    }
+    let _ = handle.events.send(Event::Disconnect { conn }).await;
+}

@@ -1,0 +1,291 @@
+//! Conversions between Zab's messages and the peer protobufs. A message from
+//! another replica that does not convert is dropped by the caller with a log
+//! line naming the field; it never reaches the consensus core.
+
+use crate::ids::{ServerId, Zxid};
+use crate::proto::peer as pb;
+use crate::txn::{codec, Entry};
+use crate::zab::message::{EpochRange, LogSummary};
+use crate::zab::{Message, PeerState, Vote};
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Why a peer protobuf does not convert.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// A required field is missing.
+    #[error("missing field {0}")]
+    Missing(&'static str),
+    /// An entry's transaction bytes are corrupt.
+    #[error("entry {zxid:?}: {source}")]
+    Entry {
+        /// The entry.
+        zxid: Zxid,
+        /// What is wrong.
+        source: codec::CodecError,
+    },
+    /// The message belongs on the other channel.
+    #[error("{0} cannot be sent this way")]
+    WrongChannel(&'static str),
+}
+
+fn vote_to_pb(v: Vote) -> pb::Vote {
+    pb::Vote { leader: v.leader, zxid: v.zxid.0, epoch: v.epoch }
+}
+
+/// A notification to protobuf; `None` if `msg` is not a notification.
+pub fn notification_to_pb(from: ServerId, msg: &Message) -> Option<pb::Notification> {
+    let Message::Notification { round, vote, state } = msg else { return None };
+    let state = match state {
+        PeerState::Looking => pb::PeerState::Looking,
+        PeerState::Following => pb::PeerState::Following,
+        PeerState::Leading => pb::PeerState::Leading,
+    };
+    Some(pb::Notification {
+        from,
+        vote: Some(vote_to_pb(*vote)),
+        round: *round,
+        state: state as i32,
+        accepted_epoch: 0,
+    })
+}
+
+/// A notification from protobuf.
+pub fn notification_from_pb(n: &pb::Notification) -> Result<(ServerId, Message), ConvertError> {
+    let v = n.vote.as_ref().ok_or(ConvertError::Missing("Notification.vote"))?;
+    let state = match pb::PeerState::try_from(n.state).unwrap_or(pb::PeerState::Looking) {
+        pb::PeerState::Looking => PeerState::Looking,
+        pb::PeerState::Following => PeerState::Following,
+        pb::PeerState::Leading => PeerState::Leading,
+    };
+    let vote = Vote { epoch: v.epoch, zxid: Zxid(v.zxid), leader: v.leader };
+    Ok((n.from, Message::Notification { round: n.round, vote, state }))
+}
+
+fn entries_to_pb(entries: &[Entry]) -> Vec<pb::Entry> {
+    entries.iter().map(|e| pb::Entry { zxid: e.zxid.0, txn: codec::encode(&e.txn) }).collect()
+}
+
+fn entries_from_pb(entries: &[pb::Entry]) -> Result<Vec<Entry>, ConvertError> {
+    entries
+        .iter()
+        .map(|e| {
+            let zxid = Zxid(e.zxid);
+            let txn = codec::decode(&e.txn).map_err(|source| ConvertError::Entry { zxid, source })?;
+            Ok(Entry { zxid, txn: Arc::new(txn) })
+        })
+        .collect()
+}
+
+/// A message a follower sends, to protobuf.
+pub fn follower_to_pb(from: ServerId, msg: &Message) -> Result<pb::FollowerMessage, ConvertError> {
+    use pb::follower_message::Kind;
+    let (epoch, kind) = match msg {
+        Message::FollowerInfo { accepted_epoch } => {
+            (0, Kind::FollowerInfo(pb::FollowerInfo { accepted_epoch: *accepted_epoch }))
+        }
+        Message::AckEpoch { epoch, acked, current_epoch, last_zxid, summary } => (
+            *epoch,
+            Kind::AckEpoch(pb::AckEpoch {
+                acked: *acked,
+                current_epoch: *current_epoch,
+                last_zxid: last_zxid.0,
+                summary: Some(pb::LogSummary {
+                    base_zxid: summary.base.0,
+                    epochs: summary
+                        .epochs
+                        .iter()
+                        .map(|r| pb::EpochRange { epoch: r.epoch, first_zxid: r.first.0, last_zxid: r.last.0 })
+                        .collect(),
+                }),
+            }),
+        ),
+        Message::AckNewLeader { epoch, zxid } => (*epoch, Kind::AckNewLeader(pb::AckNewLeader { zxid: zxid.0 })),
+        Message::Ack { epoch, zxid } => (*epoch, Kind::Ack(pb::Ack { zxid: zxid.0 })),
+        Message::FollowerPing { epoch } => (*epoch, Kind::Ping(pb::FollowerPing {})),
+        Message::Forward { epoch, payload } => (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec() })),
+        other => return Err(ConvertError::WrongChannel(other.kind())),
+    };
+    Ok(pb::FollowerMessage { from, epoch, kind: Some(kind) })
+}
+
+/// A follower's message from protobuf.
+pub fn follower_from_pb(m: pb::FollowerMessage) -> Result<(ServerId, Message), ConvertError> {
+    use pb::follower_message::Kind;
+    let epoch = m.epoch;
+    let msg = match m.kind.ok_or(ConvertError::Missing("FollowerMessage.kind"))? {
+        Kind::FollowerInfo(i) => Message::FollowerInfo { accepted_epoch: i.accepted_epoch },
+        Kind::AckEpoch(a) => {
+            let s = a.summary.ok_or(ConvertError::Missing("AckEpoch.summary"))?;
+            Message::AckEpoch {
+                epoch,
+                acked: a.acked,
+                current_epoch: a.current_epoch,
+                last_zxid: Zxid(a.last_zxid),
+                summary: LogSummary {
+                    base: Zxid(s.base_zxid),
+                    epochs: s
+                        .epochs
+                        .iter()
+                        .map(|r| EpochRange { epoch: r.epoch, first: Zxid(r.first_zxid), last: Zxid(r.last_zxid) })
+                        .collect(),
+                },
+            }
+        }
+        Kind::AckNewLeader(a) => Message::AckNewLeader { epoch, zxid: Zxid(a.zxid) },
+        Kind::Ack(a) => Message::Ack { epoch, zxid: Zxid(a.zxid) },
+        Kind::Ping(_) => Message::FollowerPing { epoch },
+        Kind::Forward(f) => Message::Forward { epoch, payload: Bytes::from(f.payload) },
+    };
+    Ok((m.from, msg))
+}
+
+/// A message a leader sends, to protobufs (a snapshot becomes several chunks).
+pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessage>, ConvertError> {
+    use pb::leader_message::Kind;
+    let one = |epoch, kind| Ok(vec![pb::LeaderMessage { from, epoch, kind: Some(kind) }]);
+    match msg {
+        Message::LeaderInfo { epoch } => one(*epoch, Kind::LeaderInfo(pb::LeaderInfo { new_epoch: *epoch })),
+        Message::Diff { epoch, truncate_to, committed } => one(
+            *epoch,
+            Kind::Diff(pb::Diff {
+                truncate: truncate_to.is_some(),
+                truncate_to: truncate_to.map_or(0, |z| z.0),
+                committed: committed.0,
+            }),
+        ),
+        Message::Snap { epoch, zxid, chunks } => {
+            let mut out = Vec::with_capacity(chunks.len().max(1));
+            let count = chunks.len();
+            for (i, chunk) in chunks.iter().enumerate() {
+                let kind = Kind::Snap(pb::SnapChunk { zxid: zxid.0, data: chunk.to_vec(), last: i + 1 == count });
+                out.push(pb::LeaderMessage { from, epoch: *epoch, kind: Some(kind) });
+            }
+            if out.is_empty() {
+                let kind = Kind::Snap(pb::SnapChunk { zxid: zxid.0, data: Vec::new(), last: true });
+                out.push(pb::LeaderMessage { from, epoch: *epoch, kind: Some(kind) });
+            }
+            Ok(out)
+        }
+        Message::NewLeader { epoch, zxid } => one(*epoch, Kind::NewLeader(pb::NewLeader { zxid: zxid.0 })),
+        Message::UpToDate { epoch, committed } => one(*epoch, Kind::UpToDate(pb::UpToDate { committed: committed.0 })),
+        Message::Proposal { epoch, entries } => {
+            one(*epoch, Kind::Proposal(pb::Proposal { entries: entries_to_pb(entries) }))
+        }
+        Message::Commit { epoch, zxid } => one(*epoch, Kind::Commit(pb::Commit { zxid: zxid.0 })),
+        Message::Ping { epoch, committed } => one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0 })),
+        Message::Reply { epoch, payload } => one(*epoch, Kind::Reply(pb::Reply { payload: payload.to_vec() })),
+        other => Err(ConvertError::WrongChannel(other.kind())),
+    }
+}
+
+/// Reassembles leader messages (snapshot chunks) into Zab messages.
+#[derive(Default)]
+pub struct LeaderStreamDecoder {
+    snap: Vec<Bytes>,
+}
+
+impl LeaderStreamDecoder {
+    /// Decodes the next message; `Ok(None)` while a snapshot is still arriving.
+    pub fn decode(&mut self, m: pb::LeaderMessage) -> Result<Option<(ServerId, Message)>, ConvertError> {
+        use pb::leader_message::Kind;
+        let epoch = m.epoch;
+        let msg = match m.kind.ok_or(ConvertError::Missing("LeaderMessage.kind"))? {
+            Kind::LeaderInfo(i) => Message::LeaderInfo { epoch: i.new_epoch },
+            Kind::Diff(d) => Message::Diff {
+                epoch,
+                truncate_to: d.truncate.then_some(Zxid(d.truncate_to)),
+                committed: Zxid(d.committed),
+            },
+            Kind::Snap(chunk) => {
+                if !chunk.data.is_empty() {
+                    self.snap.push(Bytes::from(chunk.data));
+                }
+                if !chunk.last {
+                    return Ok(None);
+                }
+                Message::Snap { epoch, zxid: Zxid(chunk.zxid), chunks: std::mem::take(&mut self.snap) }
+            }
+            Kind::NewLeader(n) => Message::NewLeader { epoch, zxid: Zxid(n.zxid) },
+            Kind::UpToDate(u) => Message::UpToDate { epoch, committed: Zxid(u.committed) },
+            Kind::Proposal(p) => Message::Proposal { epoch, entries: entries_from_pb(&p.entries)? },
+            Kind::Commit(c) => Message::Commit { epoch, zxid: Zxid(c.zxid) },
+            Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed) },
+            Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload) },
+        };
+        Ok(Some((m.from, msg)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::SessionId;
+    use crate::txn::{Txn, TxnBody};
+
+    fn round_trip_leader(msg: Message) -> Message {
+        let mut dec = LeaderStreamDecoder::default();
+        let mut out = None;
+        for m in leader_to_pb(3, &msg).unwrap() {
+            out = dec.decode(m).unwrap();
+        }
+        out.unwrap().1
+    }
+
+    #[test]
+    fn leader_messages_round_trip() {
+        let entry = Entry::new(
+            Zxid::new(2, 1),
+            Txn { session: SessionId(5), cxid: 1, time_ms: 9, body: TxnBody::Delete { path: "/a".into() } },
+        );
+        for msg in [
+            Message::LeaderInfo { epoch: 4 },
+            Message::Diff { epoch: 4, truncate_to: Some(Zxid::new(3, 2)), committed: Zxid::new(3, 1) },
+            Message::Diff { epoch: 4, truncate_to: None, committed: Zxid::ZERO },
+            Message::Proposal { epoch: 4, entries: vec![entry] },
+            Message::Snap {
+                epoch: 4,
+                zxid: Zxid::new(3, 3),
+                chunks: vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")],
+            },
+            Message::NewLeader { epoch: 4, zxid: Zxid::new(3, 3) },
+            Message::Commit { epoch: 4, zxid: Zxid::new(4, 7) },
+        ] {
+            assert_eq!(round_trip_leader(msg.clone()), msg);
+        }
+    }
+
+    #[test]
+    fn follower_messages_round_trip() {
+        let summary = LogSummary {
+            base: Zxid::new(1, 5),
+            epochs: vec![EpochRange { epoch: 2, first: Zxid::new(2, 1), last: Zxid::new(2, 9) }],
+        };
+        for msg in [
+            Message::FollowerInfo { accepted_epoch: 3 },
+            Message::AckEpoch { epoch: 4, acked: true, current_epoch: 3, last_zxid: Zxid::new(2, 9), summary },
+            Message::Ack { epoch: 4, zxid: Zxid::new(4, 1) },
+            Message::Forward { epoch: 4, payload: Bytes::from_static(b"x") },
+        ] {
+            let (from, back) = follower_from_pb(follower_to_pb(2, &msg).unwrap()).unwrap();
+            assert_eq!(from, 2);
+            let expected = match msg {
+                Message::FollowerInfo { accepted_epoch } => Message::FollowerInfo { accepted_epoch },
+                other => other,
+            };
+            assert_eq!(back, expected);
+        }
+    }
+
+    #[test]
+    fn corrupt_entries_are_rejected() {
+        let bad = pb::LeaderMessage {
+            from: 1,
+            epoch: 1,
+            kind: Some(pb::leader_message::Kind::Proposal(pb::Proposal {
+                entries: vec![pb::Entry { zxid: 1, txn: vec![1, 2, 3] }],
+            })),
+        };
+        assert!(LeaderStreamDecoder::default().decode(bad).is_err());
+    }
+}

@@ -1,0 +1,331 @@
+//! The ensemble configuration: one TOML file describes the whole ensemble and
+//! each member picks itself with `--id` (ZooKeeper's zoo.cfg plus myid, in one
+//! place). Every key is checked at start; a bad value fails with a message
+//! naming the key.
+
+use crate::ids::ServerId;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with a config file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has an unknown or mistyped key.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (it names the key and line).
+        message: String,
+    },
+    /// A key has an invalid value.
+    #[error("config key `{key}`: {reason}")]
+    Invalid {
+        /// The key, e.g. `server[2].peer_addr`.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key: key.into(), reason: reason.into() }
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    tick_ms: Option<u64>,
+    init_limit_ticks: Option<u64>,
+    sync_limit_ticks: Option<u64>,
+    min_session_timeout_ms: Option<i32>,
+    max_session_timeout_ms: Option<i32>,
+    snapshot_every: Option<u64>,
+    snapshots_retained: Option<usize>,
+    max_data_bytes: Option<usize>,
+    data_dir: Option<String>,
+    four_letter_words: Option<Vec<String>>,
+    #[serde(default)]
+    server: Vec<FileMember>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMember {
+    id: ServerId,
+    peer_addr: String,
+    grpc_addr: String,
+    client_addr: Option<String>,
+    admin_addr: Option<String>,
+    data_dir: Option<String>,
+}
+
+/// One member of the ensemble.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its id (1..=254, as ZooKeeper requires when TTL nodes are enabled).
+    pub id: ServerId,
+    /// Replica-to-replica gRPC (Zab).
+    pub peer_addr: SocketAddr,
+    /// The gRPC client session API.
+    pub grpc_addr: SocketAddr,
+    /// The ZooKeeper wire protocol port, if served.
+    pub client_addr: Option<SocketAddr>,
+    /// The admin gRPC API, if served.
+    pub admin_addr: Option<SocketAddr>,
+    /// Where its log and snapshots live.
+    pub data_dir: PathBuf,
+}
+
+/// A validated configuration for one member.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// This member.
+    pub id: ServerId,
+    /// Every member, sorted by id.
+    pub members: Vec<Member>,
+    /// One tick, ms (ZooKeeper's tickTime).
+    pub tick_ms: u64,
+    /// Discovery + sync deadline in ticks (initLimit).
+    pub init_limit_ticks: u64,
+    /// Heartbeat deadline in ticks (syncLimit).
+    pub sync_limit_ticks: u64,
+    /// Smallest session timeout granted.
+    pub min_session_timeout_ms: i32,
+    /// Largest session timeout granted.
+    pub max_session_timeout_ms: i32,
+    /// Snapshot after this many transactions.
+    pub snapshot_every: u64,
+    /// Snapshots kept on disk (older ones and the log before them are purged).
+    pub snapshots_retained: usize,
+    /// Largest node data, bytes (jute.maxbuffer).
+    pub max_data_bytes: usize,
+    /// Four-letter words answered on the client port.
+    pub four_letter_words: Vec<String>,
+}
+
+/// Every four-letter word the server knows.
+pub const KNOWN_FOUR_LETTER_WORDS: [&str; 10] =
+    ["ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "dump", "isro"];
+
+fn parse_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|e| invalid(key, format!("{value:?} is not an ip:port address ({e})")))
+}
+
+impl ServerConfig {
+    /// Reads `path` and selects member `id` (may be omitted for a single-member file).
+    pub fn load(path: &Path, id: Option<ServerId>) -> Result<ServerConfig, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        ServerConfig::parse(&text, id).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
+            other => other,
+        })
+    }
+
+    /// Parses and validates a config text.
+    pub fn parse(text: &str, id: Option<ServerId>) -> Result<ServerConfig, ConfigError> {
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string() })?;
+        let tick_ms = file.tick_ms.unwrap_or(50);
+        if !(1..=60_000).contains(&tick_ms) {
+            return Err(invalid("tick_ms", format!("must be within 1..=60000, got {tick_ms}")));
+        }
+        let init_limit_ticks = file.init_limit_ticks.unwrap_or(20);
+        let sync_limit_ticks = file.sync_limit_ticks.unwrap_or(10);
+        if init_limit_ticks == 0 {
+            return Err(invalid("init_limit_ticks", "must be at least 1"));
+        }
+        if sync_limit_ticks == 0 {
+            return Err(invalid("sync_limit_ticks", "must be at least 1"));
+        }
+        let min_session_timeout_ms = file.min_session_timeout_ms.unwrap_or((2 * tick_ms).max(1000) as i32);
+        let max_session_timeout_ms = file.max_session_timeout_ms.unwrap_or((20 * tick_ms).max(40_000) as i32);
+        if min_session_timeout_ms <= 0 {
+            return Err(invalid("min_session_timeout_ms", "must be positive"));
+        }
+        if max_session_timeout_ms < min_session_timeout_ms {
+            return Err(invalid(
+                "max_session_timeout_ms",
+                format!("{max_session_timeout_ms} is below min_session_timeout_ms {min_session_timeout_ms}"),
+            ));
+        }
+        let snapshot_every = file.snapshot_every.unwrap_or(100_000);
+        if snapshot_every == 0 {
+            return Err(invalid("snapshot_every", "must be at least 1"));
+        }
+        let snapshots_retained = file.snapshots_retained.unwrap_or(3);
+        if snapshots_retained == 0 {
+            return Err(invalid("snapshots_retained", "must be at least 1"));
+        }
+        let max_data_bytes = file.max_data_bytes.unwrap_or(1024 * 1024);
+        if !(1..=256 * 1024 * 1024).contains(&max_data_bytes) {
+            return Err(invalid("max_data_bytes", format!("must be within 1..=268435456, got {max_data_bytes}")));
+        }
+        let four_letter_words =
+            file.four_letter_words.unwrap_or_else(|| vec!["srvr".into(), "ruok".into(), "mntr".into()]);
+        for (i, word) in four_letter_words.iter().enumerate() {
+            if word != "*" && !KNOWN_FOUR_LETTER_WORDS.contains(&word.as_str()) {
+                return Err(invalid(
+                    format!("four_letter_words[{i}]"),
+                    format!("unknown word {word:?}; known: {} or \"*\"", KNOWN_FOUR_LETTER_WORDS.join(", ")),
+                ));
+            }
+        }
+        if file.server.is_empty() {
+            return Err(invalid("server", "at least one [[server]] entry is required"));
+        }
+        let mut members = Vec::new();
+        for (i, m) in file.server.iter().enumerate() {
+            let key = |field: &str| format!("server[{i}].{field}");
+            if !(1..=254).contains(&m.id) {
+                return Err(invalid(key("id"), format!("must be within 1..=254, got {}", m.id)));
+            }
+            let data_dir = match (&m.data_dir, &file.data_dir) {
+                (Some(dir), _) => dir.clone(),
+                (None, Some(pattern)) => pattern.replace("{id}", &m.id.to_string()),
+                (None, None) => {
+                    return Err(invalid(key("data_dir"), "no data_dir for this server and no top-level data_dir"))
+                }
+            };
+            members.push(Member {
+                id: m.id,
+                peer_addr: parse_addr(&key("peer_addr"), &m.peer_addr)?,
+                grpc_addr: parse_addr(&key("grpc_addr"), &m.grpc_addr)?,
+                client_addr: m.client_addr.as_deref().map(|a| parse_addr(&key("client_addr"), a)).transpose()?,
+                admin_addr: m.admin_addr.as_deref().map(|a| parse_addr(&key("admin_addr"), a)).transpose()?,
+                data_dir: PathBuf::from(data_dir),
+            });
+        }
+        members.sort_by_key(|m| m.id);
+        for pair in members.windows(2) {
+            if pair[0].id == pair[1].id {
+                return Err(invalid("server.id", format!("id {} appears twice", pair[0].id)));
+            }
+        }
+        let mut addrs: Vec<(SocketAddr, ServerId)> = Vec::new();
+        for m in &members {
+            for addr in [Some(m.peer_addr), Some(m.grpc_addr), m.client_addr, m.admin_addr].into_iter().flatten() {
+                if let Some((_, other)) = addrs.iter().find(|(a, _)| *a == addr && addr.port() != 0) {
+                    return Err(invalid(
+                        format!("server[id={}]", m.id),
+                        format!("address {addr} is also used by server {other}"),
+                    ));
+                }
+                addrs.push((addr, m.id));
+            }
+        }
+        let id = match id {
+            Some(id) => id,
+            None if members.len() == 1 => members[0].id,
+            None => {
+                return Err(invalid(
+                    "--id",
+                    format!("the file describes {} servers: pick one with --id", members.len()),
+                ))
+            }
+        };
+        if !members.iter().any(|m| m.id == id) {
+            let ids: Vec<String> = members.iter().map(|m| m.id.to_string()).collect();
+            return Err(invalid("--id", format!("no [[server]] with id {id} (ids: {})", ids.join(", "))));
+        }
+        Ok(ServerConfig {
+            id,
+            members,
+            tick_ms,
+            init_limit_ticks,
+            sync_limit_ticks,
+            min_session_timeout_ms,
+            max_session_timeout_ms,
+            snapshot_every,
+            snapshots_retained,
+            max_data_bytes,
+            four_letter_words,
+        })
+    }
+
+    /// This member.
+    pub fn me(&self) -> &Member {
+        self.members.iter().find(|m| m.id == self.id).expect("validated: the id is a member")
+    }
+
+    /// Whether the ensemble has a single member.
+    pub fn standalone(&self) -> bool {
+        self.members.len() == 1
+    }
+
+    /// Whether a four-letter word is enabled.
+    pub fn four_letter_word_enabled(&self, word: &str) -> bool {
+        self.four_letter_words.iter().any(|w| w == word || w == "*")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THREE: &str = r#"
+tick_ms = 50
+data_dir = "run/zk{id}"
+[[server]]
+id = 1
+peer_addr = "127.0.0.1:2881"
+grpc_addr = "127.0.0.1:3181"
+client_addr = "127.0.0.1:2181"
+[[server]]
+id = 2
+peer_addr = "127.0.0.1:2882"
+grpc_addr = "127.0.0.1:3182"
+[[server]]
+id = 3
+peer_addr = "127.0.0.1:2883"
+grpc_addr = "127.0.0.1:3183"
+"#;
+
+    fn err(text: &str, id: Option<ServerId>) -> String {
+        ServerConfig::parse(text, id).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_an_ensemble_and_picks_the_member() {
+        let c = ServerConfig::parse(THREE, Some(2)).unwrap();
+        assert_eq!(c.members.len(), 3);
+        assert_eq!(c.me().data_dir, PathBuf::from("run/zk2"));
+        assert_eq!(c.me().client_addr, None);
+        assert_eq!(c.min_session_timeout_ms, 1000);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert!(err(THREE, None).contains("--id"));
+        assert!(err(THREE, Some(9)).contains("no [[server]] with id 9"));
+        assert!(err(&THREE.replace("127.0.0.1:2882", "nowhere"), Some(1)).contains("server[1].peer_addr"));
+        assert!(err(&THREE.replace("tick_ms = 50", "tick_ms = 0"), Some(1)).contains("`tick_ms`"));
+        assert!(err(&THREE.replace("tick_ms = 50", "tick_ms = \"fast\""), Some(1)).contains("tick_ms"));
+        assert!(err(&THREE.replace("tick_ms = 50", "tik_ms = 50"), Some(1)).contains("tik_ms"));
+        assert!(err(&THREE.replace("id = 3", "id = 2"), Some(1)).contains("appears twice"));
+        assert!(err(&THREE.replace("id = 3", "id = 300"), Some(1)).contains("server[2].id"));
+        assert!(err(&THREE.replace("127.0.0.1:3183", "127.0.0.1:3182"), Some(1)).contains("also used"));
+        let minmax = THREE.replace("tick_ms = 50", "min_session_timeout_ms = 5000\nmax_session_timeout_ms = 4000");
+        assert!(err(&minmax, Some(1)).contains("max_session_timeout_ms"));
+        let words = THREE.replace("tick_ms = 50", "four_letter_words = [\"kill\"]");
+        assert!(err(&words, Some(1)).contains("four_letter_words[0]"));
+    }
+
+    #[test]
+    fn single_member_needs_no_id() {
+        let single = "data_dir = \"d\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n";
+        let c = ServerConfig::parse(single, None).unwrap();
+        assert!(c.standalone());
+    }
+}

@@ -1,0 +1,47 @@
+//! The storage worker: a dedicated thread that performs the replica's storage
+//! operations and makes them durable with group commit.
+//!
+//! The owner task sends every operation of one turn as one batch; the worker
+//! takes all batches that are waiting, applies them in order, and flushes
+//! once (one fsync for many transactions), then reports the highest sequence
+//! number it made durable. sled is synchronous, so this never runs on the
+//! async threads, and a slow disk never delays heartbeats.
+
+use super::Event;
+use crate::storage::{Storage, StorageOp};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// A batch of operations with their sequence numbers.
+pub type Batch = Vec<(u64, StorageOp)>;
+
+/// Starts the worker; it stops when the sender is dropped, after flushing.
+pub fn spawn(
+    storage: Arc<dyn Storage>,
+    events: mpsc::Sender<Event>,
+) -> std::io::Result<(mpsc::UnboundedSender<Batch>, std::thread::JoinHandle<()>)> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
+    let handle = std::thread::Builder::new().name("storage".into()).spawn(move || {
+        while let Some(first) = rx.blocking_recv() {
+            let mut ops = first;
+            // Group commit: everything already waiting shares this flush.
+            while let Ok(more) = rx.try_recv() {
+                ops.extend(more);
+            }
+            let Some(last_seq) = ops.iter().map(|(seq, _)| *seq).max() else { continue };
+            let only_ops: Vec<StorageOp> = ops.into_iter().map(|(_, op)| op).collect();
+            let outcome = storage.apply(&only_ops).and_then(|()| storage.flush());
+            let event = match outcome {
+                Ok(()) => Event::Persisted { seq: last_seq },
+                Err(e) => Event::StorageFailed(e.to_string()),
+            };
+            if events.blocking_send(event).is_err() {
+                return;
+            }
+        }
+        if let Err(e) = storage.flush() {
+            tracing::error!(error = %e, "final flush failed");
+        }
+    })?;
+    Ok((tx, handle))
+}
