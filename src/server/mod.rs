@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod serve;
 pub mod storage_worker;
 pub mod transport;
 
