@@ -119,7 +119,14 @@ pub fn decode_request(payload: &[u8]) -> Result<Decoded, JuteError> {
 /// bug: it is logged and answered MARSHALLINGERROR, as ZooKeeper answers an
 /// unexpected server-side exception.
 pub fn encode_reply(xid: i32, zxid: i64, shape: &ReplyShape, reply: &Reply) -> Vec<u8> {
-    reply::encode(xid, zxid, shape, reply)
+    let mut out = Vec::new();
+    encode_reply_into(&mut out, xid, zxid, shape, reply);
+    out
+}
+
+/// [`encode_reply`], appending the frame to `out` (to batch replies in one buffer).
+pub fn encode_reply_into(out: &mut Vec<u8>, xid: i32, zxid: i64, shape: &ReplyShape, reply: &Reply) {
+    reply::encode(out, xid, zxid, shape, reply);
 }
 
 /// Encodes a header-only error reply (for [`Decoded::Rejected`] and
@@ -133,11 +140,18 @@ pub fn encode_error_reply(xid: i32, zxid: i64, code: ErrorCode) -> Vec<u8> {
 /// Encodes a watch notification: ReplyHeader(-1, zxid of the event, 0) then
 /// WatcherEvent{type, SyncConnected, path}.
 pub fn encode_notification(event: &WatchEvent) -> Vec<u8> {
-    let mut w = Writer::frame();
+    let mut out = Vec::new();
+    encode_notification_into(&mut out, event);
+    out
+}
+
+/// [`encode_notification`], appending the frame to `out`.
+pub fn encode_notification_into(out: &mut Vec<u8>, event: &WatchEvent) {
+    let mut w = Writer::frame_after(std::mem::take(out));
     ReplyHeader { xid: NOTIFICATION_XID, zxid: event.zxid, err: 0 }.write(&mut w);
     // WatcherEvent{type, state, path}, written field by field to spare a copy of the path.
     w.int(event.event_type.code());
     w.int(STATE_SYNC_CONNECTED);
     w.ustring(&event.path);
-    w.into_frame()
+    *out = w.into_frame();
 }

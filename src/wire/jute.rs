@@ -199,6 +199,8 @@ impl<'a> Reader<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Writer {
     buf: Vec<u8>,
+    /// Where the open frame's length prefix starts (frames only).
+    frame_start: usize,
 }
 
 /// Converts a length to jute's `int`. Lengths beyond `i32::MAX` cannot occur:
@@ -209,7 +211,7 @@ fn wire_len(len: usize) -> i32 {
 }
 
 impl Writer {
-    /// An empty writer.
+    /// An empty writer, for unframed bytes ([`Writer::into_bytes`]).
     pub fn new() -> Writer {
         Writer::default()
     }
@@ -217,16 +219,28 @@ impl Writer {
     /// A writer that starts a frame: 4 placeholder bytes for the length
     /// prefix, patched by [`Writer::into_frame`].
     pub fn frame() -> Writer {
-        let mut buf = Vec::with_capacity(64);
-        buf.extend_from_slice(&[0; 4]);
-        Writer { buf }
+        Writer::frame_after(Vec::with_capacity(64))
     }
 
-    /// Finishes a frame begun with [`Writer::frame`]: writes the payload
-    /// length into the prefix and returns the whole frame.
+    /// A writer that starts a frame after the bytes already in `buf`, so a
+    /// connection can batch several frames in one buffer without allocating.
+    pub fn frame_after(mut buf: Vec<u8>) -> Writer {
+        let frame_start = buf.len();
+        buf.extend_from_slice(&[0; 4]);
+        Writer { buf, frame_start }
+    }
+
+    /// Drops what was written into the open frame, keeping its prefix.
+    pub fn clear_frame(&mut self) {
+        self.buf.truncate(self.frame_start + 4);
+    }
+
+    /// Finishes a frame begun with [`Writer::frame`] or [`Writer::frame_after`]:
+    /// writes the payload length into the prefix and returns the buffer.
     pub fn into_frame(mut self) -> Vec<u8> {
-        let payload = wire_len(self.buf.len().saturating_sub(4));
-        if let Some(prefix) = self.buf.get_mut(0..4) {
+        let start = self.frame_start;
+        let payload = wire_len(self.buf.len().saturating_sub(start + 4));
+        if let Some(prefix) = self.buf.get_mut(start..start + 4) {
             prefix.copy_from_slice(&payload.to_be_bytes());
         }
         self.buf
@@ -468,5 +482,14 @@ mod tests {
         w.bool(true);
         assert_eq!(w.into_frame(), [0, 0, 0, 5, 0, 0, 0, 7, 1]);
         assert_eq!(Writer::frame().into_frame(), [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn frames_append_after_earlier_bytes_and_can_be_cleared() {
+        let mut w = Writer::frame_after(vec![9, 9]);
+        w.int(1);
+        w.clear_frame();
+        w.bool(true);
+        assert_eq!(w.into_frame(), [9, 9, 0, 0, 0, 1, 1]);
     }
 }

@@ -26,8 +26,8 @@ mod request;
 pub(crate) mod tests;
 
 pub use codec::{
-    decode_connect, decode_request, encode_connect_response, encode_error_reply, encode_notification, encode_reply,
-    Decoded, ReplyShape, Request,
+    decode_connect, decode_request, encode_connect_response, encode_error_reply, encode_notification,
+    encode_notification_into, encode_reply, encode_reply_into, Decoded, ReplyShape, Request,
 };
 pub use four_letter::{four_letter_word, FourLetterWord};
 pub use frame::{check_frame, FrameStatus, DEFAULT_MAX_FRAME};

@@ -16,27 +16,32 @@ struct Mismatch {
     result: &'static str,
 }
 
-/// Encodes one reply frame.
-pub(super) fn encode(xid: i32, zxid: i64, shape: &ReplyShape, reply: &Reply) -> Vec<u8> {
+/// Appends one reply frame to `out`.
+pub(super) fn encode(out: &mut Vec<u8>, xid: i32, zxid: i64, shape: &ReplyShape, reply: &Reply) {
     // ZooKeeper answers pings with PING_XID whatever the request carried, and
     // auth packets with zxid 0 (`FinalRequestProcessor`, `processPacket`).
     let xid = if shape.opcode == OpCode::Ping { PING_XID } else { xid };
     let zxid = if shape.opcode == OpCode::Auth { 0 } else { zxid };
-    let failure = match reply {
+    let mut w = Writer::frame_after(std::mem::take(out));
+    let err = match reply {
         Err(e) if e.code != ErrorCode::Ok => e.code,
         Err(_) => mismatch(Mismatch { opcode: shape.opcode, result: "an error with code OK" }),
         Ok(result) => {
-            let mut w = Writer::frame();
             ReplyHeader { xid, zxid, err: 0 }.write(&mut w);
             match body(shape, result, &mut w) {
-                Ok(()) => return w.into_frame(),
-                Err(m) => mismatch(m),
+                Ok(()) => {
+                    *out = w.into_frame();
+                    return;
+                }
+                Err(m) => {
+                    w.clear_frame();
+                    mismatch(m)
+                }
             }
         }
     };
-    let mut w = Writer::frame();
-    ReplyHeader { xid, zxid, err: failure.code() }.write(&mut w);
-    w.into_frame()
+    ReplyHeader { xid, zxid, err: err.code() }.write(&mut w);
+    *out = w.into_frame();
 }
 
 /// Logs a server bug and picks the code that answers it.

@@ -434,3 +434,20 @@ fn a_result_that_does_not_fit_the_request_is_answered_marshalling_error() {
     let ok_error = encode_reply(8, 0x50, &OpCode::Delete.into(), &Err(ZkError::new(ErrorCode::Ok, "")));
     assert_eq!(ok_error, hex("00000010 | 00000008 0000000000000050 fffffffb"));
 }
+
+#[test]
+fn replies_batch_into_one_buffer() {
+    use crate::wire::codec::{encode_notification_into, encode_reply_into};
+    let mut out = Vec::new();
+    encode_reply_into(&mut out, 1, 0x60, &OpCode::Sync.into(), &Ok(OpResult::Synced("/a".into())));
+    // A mismatched result in the middle must not leave partial bytes behind.
+    encode_reply_into(&mut out, 2, 0x60, &OpCode::GetData.into(), &Ok(OpResult::Synced("/zzzz".into())));
+    let event = WatchEvent { event_type: EventType::NodeCreated, path: "/b".into(), zxid: 0x61 };
+    encode_notification_into(&mut out, &event);
+    assert_eq!(
+        out,
+        hex("00000016 | 00000001 0000000000000060 00000000 | 00000002 2f61 |
+             00000010 | 00000002 0000000000000060 fffffffb |
+             0000001e | ffffffff 0000000000000061 00000000 | 00000001 00000003 00000002 2f62")
+    );
+}
