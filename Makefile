@@ -60,6 +60,13 @@ stop:
 bench:
 	$(CARGO) bench --bench core
 
+## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
+## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.
+FUZZ_SECONDS ?= 30
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
+	RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=fuzz/target $(CARGO) fuzz run frame_decode -- -max_total_time=$(FUZZ_SECONDS)
+
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps
 

@@ -6,6 +6,7 @@
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
 //! - [`op`]: the client operation model both front ends share.
 //! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
+//! - [`wire`]: ZooKeeper's client protocol (jute), so ZooKeeper's clients work unchanged.
 
 pub mod error;
 pub mod ids;
@@ -17,6 +18,7 @@ pub mod session;
 pub mod storage;
 pub mod tree;
 pub mod txn;
+pub mod wire;
 pub mod zab;
 
 /// Generated protobuf and gRPC code.
