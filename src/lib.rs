@@ -16,6 +16,8 @@ pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod storage;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod tree;
 pub mod txn;
 pub mod wire;

@@ -89,9 +89,7 @@ pub async fn serve(
         tasks.push(tokio::spawn(async move { admin_server.await.map_err(|e| e.to_string()) }));
     }
     if let Some(listener) = client_listener {
-        // The ZooKeeper wire port is served once the wire front end lands; hold the port meanwhile.
-        drop(listener);
-        tracing::warn!("client_addr (ZooKeeper wire protocol) is not served by this build");
+        tasks.push(tokio::spawn(crate::wire::listener::run(listener, handle.clone(), stop_rx.clone())));
     }
     on_bound(bound);
 

@@ -1,22 +1,25 @@
 //! ZooKeeper's client protocol (jute over TCP), so that ZooKeeper's own
-//! clients work unchanged against us. No networking here: the connection
-//! loop calls this codec.
+//! clients work unchanged against us.
 //!
-//! Where to start: [`codec`] is the API the server calls (handshake, requests
-//! in, replies and notifications out); [`frame`] splits the byte stream;
-//! [`four_letter`] recognizes admin words on a fresh connection.
+//! Where to start: [`codec`] is the API (handshake, requests in, replies and
+//! notifications out); [`frame`] splits the byte stream; [`four_letter`]
+//! recognizes admin words on a fresh connection. [`listener`] and
+//! [`connection`] are the network side, [`answers`] the four-letter words' texts.
 //!
 //! - [`jute`]: the primitive encoding, a reader that never panics.
 //! - [`records`]: the records of `zookeeper.jute`, field for field.
 //! - [`opcode`]: opcodes and special xids.
 //! - [`client_codec`]: the client's half, for tests and a Rust client.
 
+pub mod answers;
 mod cesu8;
 pub mod client_codec;
 pub mod codec;
+pub mod connection;
 pub mod four_letter;
 pub mod frame;
 pub mod jute;
+pub mod listener;
 pub mod opcode;
 pub mod records;
 mod reply;
