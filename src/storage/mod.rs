@@ -15,6 +15,8 @@ pub mod sled_store;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod replay_props;
 
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot::SnapshotError;
