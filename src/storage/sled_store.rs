@@ -144,14 +144,21 @@ impl SledStorage {
             if !path.is_dir() {
                 return Err(not_a_store("it is not a directory"));
             }
-            let has_db = path.join("db").is_file() && path.join("conf").is_file();
-            let mut entries = std::fs::read_dir(path)
+            let entries = std::fs::read_dir(path)
                 .map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
-            if has_sidecar && !has_db {
-                return Err(not_a_store("its sled database files are missing"));
+            for entry in entries {
+                let entry =
+                    entry.map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                // A crash while sled creates its files leaves some of them: not foreign.
+                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR) || name.starts_with("snap.");
+                if !sleds {
+                    return Err(not_a_store(&format!("it holds {name:?}, which is not part of a sled database")));
+                }
             }
-            if !has_db && entries.next().is_some() {
-                return Err(not_a_store("the directory is not empty and holds no sled database"));
+            if has_sidecar && !(path.join("db").is_file() && path.join("conf").is_file()) {
+                return Err(not_a_store("its sled database files are missing"));
             }
         }
         guarded("open", || {
