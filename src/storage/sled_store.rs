@@ -253,20 +253,27 @@ impl SledStorage {
     }
 
     /// Drops chunks that no marker covers: a snapshot write a crash cut short.
+    /// Visits one chunk per stored zxid, not every chunk: snapshots are large.
     fn remove_unfinished_snapshots(&self) -> Result<(), StorageError> {
-        let mut batch = Batch::default();
-        let mut orphans = 0usize;
-        for item in ordered(CHUNK_TREE, "open: scanning snapshot chunks", self.chunks.iter()) {
-            let (key, _) = item?;
+        let mut from = [0u8; 12];
+        let mut removed = 0usize;
+        loop {
+            let first = self.chunks.range(from..).next().transpose().map_err(io("open: scanning snapshot chunks"))?;
+            let Some((key, _)) = first else { break };
             let zxid = chunk_zxid(&key)?;
             if !self.index.contains_key(log_key(zxid)).map_err(io("open: reading the snapshot index"))? {
-                batch.remove(key);
-                orphans += 1;
+                let mut batch = Batch::default();
+                for key in self.chunk_keys(zxid)? {
+                    batch.remove(key);
+                    removed += 1;
+                }
+                self.chunks.apply_batch(batch).map_err(io("open: removing unfinished snapshots"))?;
             }
+            let Some(next) = zxid.0.checked_add(1) else { break };
+            from = chunk_key(Zxid(next), 0);
         }
-        if orphans > 0 {
-            tracing::info!(chunks = orphans, "removing chunks of unfinished snapshot writes");
-            self.chunks.apply_batch(batch).map_err(io("open: removing unfinished snapshots"))?;
+        if removed > 0 {
+            tracing::info!(chunks = removed, "removed chunks of unfinished snapshot writes");
             self.db.flush().map_err(io("open: flushing"))?;
         }
         Ok(())
@@ -522,13 +529,14 @@ impl Storage for SledStorage {
         let oldest_kept = kept[0].0;
         let mut index_batch = Batch::default();
         let mut chunk_batch = Batch::default();
-        for (zxid, _) in old {
+        for (zxid, marker) in old {
             index_batch.remove(&log_key(*zxid));
-            for key in self.chunk_keys(*zxid)? {
-                chunk_batch.remove(key);
+            for i in 0..marker.chunks {
+                chunk_batch.remove(&chunk_key(*zxid, i));
             }
         }
-        // Markers first: a crash between the two leaves unmarked chunks, which open removes.
+        // Markers first: a crash between the two leaves unmarked chunks,
+        // which open removes.
         self.index.apply_batch(index_batch).map_err(io("purging snapshot markers"))?;
         self.chunks.apply_batch(chunk_batch).map_err(io("purging snapshot chunks"))?;
         let mut log_batch = Batch::default();
