@@ -15,9 +15,9 @@ pub mod replica;
 pub mod rpc;
 pub mod server;
 pub mod session;
-pub mod storage;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+pub mod storage;
 pub mod tree;
 pub mod txn;
 pub mod wire;

@@ -146,12 +146,13 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
     let one = |epoch, kind| Ok(vec![pb::LeaderMessage { from, epoch, kind: Some(kind) }]);
     match msg {
         Message::LeaderInfo { epoch } => one(*epoch, Kind::LeaderInfo(pb::LeaderInfo { new_epoch: *epoch })),
-        Message::Diff { epoch, truncate_to, committed } => one(
+        Message::Diff { epoch, truncate_to, from, committed } => one(
             *epoch,
             Kind::Diff(pb::Diff {
                 truncate: truncate_to.is_some(),
                 truncate_to: truncate_to.map_or(0, |z| z.0),
                 committed: committed.0,
+                from_zxid: from.0,
             }),
         ),
         Message::Snap { epoch, zxid, chunks } => {
@@ -195,6 +196,7 @@ impl LeaderStreamDecoder {
             Kind::Diff(d) => Message::Diff {
                 epoch,
                 truncate_to: d.truncate.then_some(Zxid(d.truncate_to)),
+                from: Zxid(d.from_zxid),
                 committed: Zxid(d.committed),
             },
             Kind::Snap(chunk) => {
@@ -240,8 +242,13 @@ mod tests {
         );
         for msg in [
             Message::LeaderInfo { epoch: 4 },
-            Message::Diff { epoch: 4, truncate_to: Some(Zxid::new(3, 2)), committed: Zxid::new(3, 1) },
-            Message::Diff { epoch: 4, truncate_to: None, committed: Zxid::ZERO },
+            Message::Diff {
+                epoch: 4,
+                truncate_to: Some(Zxid::new(3, 2)),
+                from: Zxid::new(3, 2),
+                committed: Zxid::new(3, 1),
+            },
+            Message::Diff { epoch: 4, truncate_to: None, from: Zxid::ZERO, committed: Zxid::ZERO },
             Message::Proposal { epoch: 4, entries: vec![entry] },
             Message::Snap {
                 epoch: 4,

@@ -232,7 +232,11 @@ impl ServerStats {
             received: self.received.load(Ordering::Relaxed),
             sent: self.sent.load(Ordering::Relaxed),
             min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
-            avg_ms: if count == 0 { 0.0 } else { self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0 },
+            avg_ms: if count == 0 {
+                0.0
+            } else {
+                self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
+            },
             max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
         }
     }

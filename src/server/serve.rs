@@ -3,10 +3,12 @@
 
 use super::config::ServerConfig;
 use super::{start, ServerError};
+use crate::proto::{
+    admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
+};
 use crate::rpc::admin::AdminService;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::rpc::peer::PeerService;
-use crate::proto::{admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer};
 use crate::server::transport::MAX_PEER_MESSAGE;
 use crate::storage::Storage;
 use std::future::Future;
@@ -55,8 +57,16 @@ pub async fn serve(
         None => None,
     };
     let bound = Bound {
-        peer: peer_listener.local_addr().map_err(|source| ServerError::Bind { addr: me.peer_addr, what: "peer_addr", source })?,
-        grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind { addr: me.grpc_addr, what: "grpc_addr", source })?,
+        peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: me.peer_addr,
+            what: "peer_addr",
+            source,
+        })?,
+        grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind {
+            addr: me.grpc_addr,
+            what: "grpc_addr",
+            source,
+        })?,
         admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
         client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
     };
@@ -72,7 +82,11 @@ pub async fn serve(
     let peer = PeerService::new(handle.events.clone(), started.inbound.clone(), members);
     let peer_server = tonic::transport::Server::builder()
         .tcp_nodelay(true)
-        .add_service(PeerServer::new(peer).max_decoding_message_size(MAX_PEER_MESSAGE).max_encoding_message_size(MAX_PEER_MESSAGE))
+        .add_service(
+            PeerServer::new(peer)
+                .max_decoding_message_size(MAX_PEER_MESSAGE)
+                .max_encoding_message_size(MAX_PEER_MESSAGE),
+        )
         .serve_with_incoming_shutdown(TcpListenerStream::new(peer_listener), stopped(stop_rx.clone()));
     let client = ClientService::new(handle.clone());
     let client_server = tonic::transport::Server::builder()

@@ -147,7 +147,8 @@ impl Simulation {
             options,
         };
         for id in 1..=sim.options.nodes {
-            sim.nodes.insert(id, Node { id, replica: None, storage: MemStorage::new(), unflushed: None, restart_at: None });
+            sim.nodes
+                .insert(id, Node { id, replica: None, storage: MemStorage::new(), unflushed: None, restart_at: None });
         }
         for i in 0..sim.options.clients {
             sim.clients.push(Client::new(i));
@@ -198,7 +199,8 @@ impl Simulation {
         let config = self.replica_config(id);
         let now = self.now_ms();
         let node = self.nodes.get_mut(&id).expect("node exists");
-        let recovered = node.storage.recover().map_err(|e| Violation::NoProgress(format!("recovery of {id} failed: {e}")))?;
+        let recovered =
+            node.storage.recover().map_err(|e| Violation::NoProgress(format!("recovery of {id} failed: {e}")))?;
         let snapshot_zxid = recovered.snapshot_zxid();
         node.replica = Some(Replica::new(config, recovered, now));
         node.unflushed = None;
@@ -366,7 +368,9 @@ impl Simulation {
                     Output::Send { to, msg } => self.net.send(&mut self.rng, faults, now, id, to, msg),
                     Output::Persist { seq, op } => {
                         let node = self.nodes.get_mut(&id).expect("node exists");
-                        node.storage.apply(&[op]).map_err(|e| Violation::NoProgress(format!("storage refused: {e}")))?;
+                        node.storage
+                            .apply(&[op])
+                            .map_err(|e| Violation::NoProgress(format!("storage refused: {e}")))?;
                         node.unflushed = Some(seq);
                     }
                     Output::Client { conn, msg } => {
@@ -396,9 +400,16 @@ impl Simulation {
     }
 
     fn client_step(&mut self, healing: bool) -> Result<(), Violation> {
+        // The last steps are quiet so that the final comparison sees a settled ensemble.
+        let total = self.options.fault_steps + self.options.heal_steps;
+        if self.step + 300 > total {
+            return Ok(());
+        }
         let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
         for i in 0..self.clients.len() {
-            let Some(action) = self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing) else { continue };
+            let Some(action) = self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing) else {
+                continue;
+            };
             if let workload::Action::Connect { .. } = action {
                 self.next_conn += 1;
             }
@@ -413,13 +424,7 @@ impl Simulation {
         let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
         for path in acked {
             let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
-            let mut durable = 0;
-            for node in self.nodes.values() {
-                let r = node.storage.recover().map_err(|e| Violation::NoProgress(e.to_string()))?;
-                if r.snapshot_zxid() >= zxid || r.log.iter().any(|e| e.zxid == zxid) {
-                    durable += 1;
-                }
-            }
+            let durable = self.nodes.values().filter(|n| n.storage.durably_holds(zxid)).count();
             if durable < quorum {
                 return Err(Violation::NotDurable { what: path, zxid, durable, quorum });
             }
@@ -440,7 +445,34 @@ impl Simulation {
         Ok(())
     }
 
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        for node in self.nodes.values() {
+            match &node.replica {
+                Some(r) => out.push_str(&format!(
+                    "\n  replica {}: {:?} accepted={} current={} logged={:?} committed={:?} applied={:?}",
+                    node.id,
+                    r.status(),
+                    r.zab().accepted_epoch(),
+                    r.zab().current_epoch(),
+                    r.zab().last_logged(),
+                    r.zab().last_committed(),
+                    r.tree().last_zxid()
+                )),
+                None => out.push_str(&format!("\n  replica {}: down", node.id)),
+            }
+        }
+        out
+    }
+
     fn check_converged(&mut self) -> Result<(), Violation> {
+        self.converged().map_err(|v| match v {
+            Violation::NoProgress(m) => Violation::NoProgress(format!("{m}{}", self.describe())),
+            other => other,
+        })
+    }
+
+    fn converged(&mut self) -> Result<(), Violation> {
         let mut points = Vec::new();
         for node in self.nodes.values() {
             let Some(r) = &node.replica else {
@@ -455,9 +487,16 @@ impl Simulation {
         }
         let first = points[0].1;
         if let Some((id, zxid)) = points.iter().find(|(_, z)| *z != first) {
-            return Err(Violation::NoProgress(format!("replica {id} stopped at {zxid:?}, replica {} at {first:?}", points[0].0)));
+            return Err(Violation::NoProgress(format!(
+                "replica {id} stopped at {zxid:?}, replica {} at {first:?}",
+                points[0].0
+            )));
         }
-        let leaders = self.nodes.values().filter(|n| n.replica.as_ref().is_some_and(|r| r.status().role == Role::Leading)).count();
+        let leaders = self
+            .nodes
+            .values()
+            .filter(|n| n.replica.as_ref().is_some_and(|r| r.status().role == Role::Leading))
+            .count();
         if leaders != 1 {
             return Err(Violation::NoProgress(format!("{leaders} leaders after healing")));
         }

@@ -12,6 +12,9 @@ fn seeds(default: u64) -> Vec<u64> {
 }
 
 fn run_all(nodes: u64, default: u64) {
+    if std::env::var("SIM_TRACE").is_ok() {
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("info").try_init();
+    }
     let mut total = Report::default();
     let seeds = seeds(default);
     for &seed in &seeds {
@@ -46,6 +49,22 @@ fn three_replicas_survive_faults() {
 #[test]
 fn five_replicas_survive_faults() {
     run_all(5, 30);
+}
+
+/// Seeds that once broke an invariant, replayed on every run (with the bug each exposed).
+const REGRESSIONS: [(u64, u64, &str); 3] = [
+    (5, 0x5eed_0000, "a follower waited forever in sync while pings kept it alive"),
+    (3, 0x5eed_0004, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
+    (3, 0x5eed_0005, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
+];
+
+#[test]
+fn pinned_regression_seeds() {
+    for (nodes, seed, bug) in REGRESSIONS {
+        if let Err(f) = Simulation::new(seed, Options::faulty(nodes)).run() {
+            panic!("regression ({bug}) is back: {f}");
+        }
+    }
 }
 
 #[test]

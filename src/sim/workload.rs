@@ -176,7 +176,13 @@ impl Client {
     }
 
     /// Decides what to do this step, if anything.
-    pub fn next_action(&mut self, rng: &mut StdRng, up: &[ServerId], next_conn: ConnId, healing: bool) -> Option<Action> {
+    pub fn next_action(
+        &mut self,
+        rng: &mut StdRng,
+        up: &[ServerId],
+        next_conn: ConnId,
+        healing: bool,
+    ) -> Option<Action> {
         let Some(conn) = self.conn else {
             if up.is_empty() || !rng.random_bool(0.3) {
                 return None;
@@ -186,7 +192,8 @@ impl Client {
                 Some((s, p)) => (s.0, p.clone()),
                 None => (0, Bytes::new()),
             };
-            let request = ConnectRequest { session_id, password, timeout_ms: 2000, last_zxid_seen: self.last_zxid.as_i64() };
+            let request =
+                ConnectRequest { session_id, password, timeout_ms: 2000, last_zxid_seen: self.last_zxid.as_i64() };
             self.conn = Some(next_conn);
             self.node = Some(node);
             self.attached = false;
@@ -206,7 +213,8 @@ impl Client {
     fn pick_op(&mut self, rng: &mut StdRng, healing: bool) -> (Op, Expect) {
         self.counter += 1;
         let data = Bytes::from(format!("{}-{}", self.id, self.counter));
-        let create = |path: String, mode| Op::Create { path, data: data.clone(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 };
+        let create =
+            |path: String, mode| Op::Create { path, data: data.clone(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 };
         let acked = |rng: &mut StdRng, acked: &[String]| -> Option<String> {
             (!acked.is_empty()).then(|| acked[rng.random_range(0..acked.len())].clone())
         };

@@ -133,6 +133,14 @@ impl MemStorage {
         inner.live = inner.durable.clone();
     }
 
+    /// Whether transaction `zxid` would survive a crash now: it is in the
+    /// durable log or covered by a durable snapshot (the simulation's
+    /// durability check, without decoding anything).
+    pub fn durably_holds(&self, zxid: Zxid) -> bool {
+        let inner = self.lock();
+        inner.durable.newest_snapshot() >= zxid || inner.durable.log.contains_key(&zxid)
+    }
+
     /// Flips a byte in one chunk of a stored snapshot, applied and durable
     /// copies alike, to test recovery from damaged storage.
     #[cfg(test)]

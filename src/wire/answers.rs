@@ -29,14 +29,14 @@ pub async fn answer(word: FourLetterWord, handle: &ServerHandle) -> String {
         FourLetterWord::Isro => "rw".into(),
         FourLetterWord::Srvr => serving_or(&report, || srvr(handle, &report, outstanding)),
         FourLetterWord::Stat => serving_or(&report, || {
-                let mut out = String::from("Clients:\n");
-                for (conn, session, queued) in &details.connections {
-                    let sid = session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
-                    let _ = writeln!(out, " conn-{conn}[1](queued={queued},sid={sid})");
-                }
-                out.push('\n');
-                out + &srvr(handle, &report, outstanding)
-            }),
+            let mut out = String::from("Clients:\n");
+            for (conn, session, queued) in &details.connections {
+                let sid = session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
+                let _ = writeln!(out, " conn-{conn}[1](queued={queued},sid={sid})");
+            }
+            out.push('\n');
+            out + &srvr(handle, &report, outstanding)
+        }),
         FourLetterWord::Mntr => mntr(handle, &report, outstanding),
         FourLetterWord::Conf => conf(handle),
         FourLetterWord::Cons => {
@@ -51,7 +51,8 @@ pub async fn answer(word: FourLetterWord, handle: &ServerHandle) -> String {
         FourLetterWord::Envi => envi(),
         FourLetterWord::Wchs => {
             let sessions = details.watches.len();
-            let paths: std::collections::BTreeSet<&String> = details.watches.iter().flat_map(|(_, p)| p.iter()).collect();
+            let paths: std::collections::BTreeSet<&String> =
+                details.watches.iter().flat_map(|(_, p)| p.iter()).collect();
             format!("{sessions} connections watching {} paths\nTotal watches:{}\n", paths.len(), report.watches)
         }
         FourLetterWord::Dump => {

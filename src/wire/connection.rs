@@ -107,13 +107,19 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
                     buf.advance(consumed);
                     let event = match decoded {
                         Ok(Decoded::Request(r)) => {
-                            let _ = pending_tx.send(Pending { xid: r.xid, shape: Some(r.shape), arrived: Instant::now() });
+                            let _ =
+                                pending_tx.send(Pending { xid: r.xid, shape: Some(r.shape), arrived: Instant::now() });
                             Event::Request { conn, xid: r.xid, tag: 0, op: r.op }
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {
                             tracing::debug!(%peer, xid, error = %error, "rejected request");
                             let _ = pending_tx.send(Pending { xid, shape: None, arrived: Instant::now() });
-                            Event::BadRequest { conn, xid, tag: 0, error: ZkError::with_reason(code, "", error.to_string()) }
+                            Event::BadRequest {
+                                conn,
+                                xid,
+                                tag: 0,
+                                error: ZkError::with_reason(code, "", error.to_string()),
+                            }
                         }
                         Ok(Decoded::Unsupported { xid, opcode, code }) => {
                             tracing::debug!(%peer, xid, opcode, "unsupported opcode");

@@ -24,6 +24,9 @@ pub(super) struct Election {
     /// When to re-send our notification, and the current interval.
     resend_at: u64,
     resend_interval: u64,
+    /// When this round started: joining an established leader waits a little,
+    /// so a replica that just gave up on a sync does not retry in a tight loop.
+    started: u64,
 }
 
 impl Election {
@@ -36,6 +39,7 @@ impl Election {
             quorum_since: None,
             resend_at: 0,
             resend_interval: 1,
+            started: 0,
         }
     }
 
@@ -50,6 +54,7 @@ impl Election {
             quorum_since: None,
             resend_at: now + 1,
             resend_interval: 1,
+            started: now,
         }
     }
 }
@@ -125,23 +130,40 @@ impl Peer {
     }
 
     fn on_settled_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
-        let quorum = self.config.quorum();
         let State::Looking(e) = &mut self.state else { return };
         if round == self.round {
             e.received.insert(from, vote);
         }
         e.out_of_election.insert(from, (vote, state));
-        // Join an established leader: a quorum outside the election agrees on
-        // it, and the leader itself says it leads (ZooKeeper's checkLeader).
-        let leader = vote.leader;
-        let agreeing = e.out_of_election.values().filter(|(v, _)| v.leader == leader).count();
-        let leads = e.out_of_election.get(&leader).is_some_and(|(v, s)| *s == PeerState::Leading && v.leader == leader);
-        if agreeing >= quorum && leads && leader != self.config.id {
+        if self.check_join() {
             self.round = self.round.max(round);
-            self.decide(vote);
             return;
         }
         self.check_election_done();
+    }
+
+    /// Joins an established leader when a quorum outside the election agrees
+    /// on it and the leader itself says it leads (ZooKeeper's checkLeader).
+    fn check_join(&mut self) -> bool {
+        let quorum = self.config.quorum();
+        let (now, wait, id) = (self.now, self.config.finalize_wait_ticks, self.config.id);
+        let State::Looking(e) = &self.state else { return false };
+        if now < e.started + wait {
+            return false;
+        }
+        let found = e.out_of_election.iter().find_map(|(&sender, &(vote, state))| {
+            let leader = vote.leader;
+            let leads = sender == leader && state == PeerState::Leading;
+            let agreeing = e.out_of_election.values().filter(|(v, _)| v.leader == leader).count();
+            (leads && agreeing >= quorum && leader != id).then_some(vote)
+        });
+        match found {
+            Some(vote) => {
+                self.decide(vote);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Ends the election when our vote has a quorum and either every voter
@@ -180,7 +202,9 @@ impl Peer {
         if resend {
             self.broadcast_notification();
         }
-        self.check_election_done();
+        if !self.check_join() {
+            self.check_election_done();
+        }
     }
 
     fn decide(&mut self, vote: Vote) {

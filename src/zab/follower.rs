@@ -36,13 +36,23 @@ pub(super) struct Follower {
     pub(super) epoch: Epoch,
     stage: Stage,
     last_heard: u64,
+    /// When we started following: discovery plus synchronization must finish
+    /// within initLimit of it, however often the leader pings.
+    since: u64,
     /// The leader's commit point as last heard.
     leader_committed: Zxid,
 }
 
 impl Follower {
     pub(super) fn new(leader: ServerId, now: u64) -> Follower {
-        Follower { leader, epoch: 0, stage: Stage::Discovery, last_heard: now, leader_committed: Zxid::ZERO }
+        Follower {
+            leader,
+            epoch: 0,
+            stage: Stage::Discovery,
+            last_heard: now,
+            since: now,
+            leader_committed: Zxid::ZERO,
+        }
     }
 }
 
@@ -67,8 +77,9 @@ impl Peer {
         let (sync_limit, init_limit) = (self.config.sync_limit_ticks, self.config.init_limit_ticks);
         let accepted_epoch = self.accepted_epoch;
         let Some(f) = self.follower() else { return };
+        let syncing_too_long = f.stage != Stage::Broadcast && now.saturating_sub(f.since) > init_limit;
         let limit = if f.stage == Stage::Broadcast { sync_limit } else { init_limit };
-        if now.saturating_sub(f.last_heard) > limit {
+        if syncing_too_long || now.saturating_sub(f.last_heard) > limit {
             let reason = if f.stage == Stage::Broadcast {
                 "no word from the leader within syncLimit"
             } else {
@@ -103,7 +114,7 @@ impl Peer {
         }
         f.last_heard = now;
         match msg {
-            Message::Diff { truncate_to, committed, .. } => self.on_diff(truncate_to, committed),
+            Message::Diff { truncate_to, from, committed, .. } => self.on_diff(truncate_to, from, committed),
             Message::Snap { zxid, chunks, .. } => self.on_snap(zxid, chunks),
             Message::Proposal { entries, .. } => self.on_proposal(entries),
             Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
@@ -138,9 +149,9 @@ impl Peer {
         }
     }
 
-    fn on_diff(&mut self, truncate_to: Option<Zxid>, committed: Zxid) {
+    fn on_diff(&mut self, truncate_to: Option<Zxid>, from: Zxid, committed: Zxid) {
         let Some(f) = self.follower() else { return };
-        if f.stage != Stage::AwaitingSync && f.stage != Stage::Syncing {
+        if f.stage != Stage::AwaitingSync {
             return;
         }
         f.stage = Stage::Syncing;
@@ -158,6 +169,13 @@ impl Peer {
                 self.persist(StorageOp::TruncateAfter(point));
             }
         }
+        if self.log.last_zxid() != from {
+            // The leader planned from a log we no longer have (a message of an
+            // earlier attempt, or one lost): appending would graft its history
+            // onto entries it never had.
+            let reason = format!("DIFF continues from {from:?} but our log ends at {:?}", self.log.last_zxid());
+            self.become_looking(&reason);
+        }
     }
 
     fn on_snap(&mut self, zxid: Zxid, chunks: Vec<Bytes>) {
@@ -165,6 +183,7 @@ impl Peer {
         if f.stage != Stage::AwaitingSync {
             return;
         }
+        f.stage = Stage::Syncing;
         f.leader_committed = f.leader_committed.max(zxid);
         self.log.reset(zxid);
         self.committed = zxid;
@@ -178,6 +197,7 @@ impl Peer {
     fn on_proposal(&mut self, entries: Vec<Entry>) {
         let Some(f) = self.follower() else { return };
         if f.stage == Stage::AwaitingSync {
+            self.become_looking("a proposal arrived before DIFF or SNAP");
             return;
         }
         let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
@@ -209,8 +229,14 @@ impl Peer {
 
     fn on_new_leader(&mut self, zxid: Zxid) {
         let Some(f) = self.follower() else { return };
-        if f.stage != Stage::Syncing {
-            return;
+        match f.stage {
+            Stage::Syncing => {}
+            Stage::AwaitingSync => {
+                // The DIFF or SNAP before it was lost: this sync cannot complete.
+                self.become_looking("NEWLEADER arrived before the history it closes");
+                return;
+            }
+            _ => return,
         }
         let (leader, epoch) = (f.leader, f.epoch);
         if self.log.last_zxid() != zxid {
@@ -229,8 +255,13 @@ impl Peer {
     fn on_up_to_date(&mut self, committed: Zxid) {
         let id = self.config.id;
         let Some(f) = self.follower() else { return };
-        if f.stage != Stage::AwaitingUpToDate {
-            return;
+        match f.stage {
+            Stage::AwaitingUpToDate => {}
+            Stage::AwaitingSync | Stage::Syncing => {
+                self.become_looking("UPTODATE arrived before NEWLEADER");
+                return;
+            }
+            _ => return,
         }
         f.stage = Stage::Broadcast;
         f.leader_committed = f.leader_committed.max(committed);

@@ -356,13 +356,12 @@ impl Peer {
             SyncPlan::Snap => {
                 tracing::info!(follower = id, epoch, zxid = %committed, "SNAP sync");
                 self.outbox.push(Action::SendSnapshot { to: id, epoch, zxid: committed });
-                self.send(id, Message::Diff { epoch, truncate_to: None, committed });
                 committed
             }
             SyncPlan::Diff { from, truncate } => {
                 tracing::info!(follower = id, epoch, from = %from, truncate, "DIFF sync");
                 let truncate_to = truncate.then_some(from);
-                self.send(id, Message::Diff { epoch, truncate_to, committed });
+                self.send(id, Message::Diff { epoch, truncate_to, from, committed });
                 from
             }
         };

@@ -96,10 +96,15 @@ pub enum Message {
         epoch: Epoch,
         /// Where to cut the follower's log, if it has entries the leader lacks.
         truncate_to: Option<Zxid>,
+        /// Where the follower's log must end (after any cut): the entries that
+        /// follow continue from exactly here. A follower whose log ends
+        /// elsewhere missed something and must not append.
+        from: Zxid,
         /// The leader's commit point.
         committed: Zxid,
     },
-    /// [SNAP] The leader's whole tree at `zxid`, in chunks.
+    /// [SNAP] The leader's whole tree at `zxid`, in chunks. Starts a
+    /// synchronization on its own: the entries after `zxid` follow.
     Snap {
         /// The epoch.
         epoch: Epoch,

@@ -29,6 +29,8 @@ struct Cluster {
     queue: VecDeque<(ServerId, ServerId, Message)>,
     /// Links that drop everything (from, to).
     cut: Vec<(ServerId, ServerId)>,
+    /// Message kinds dropped on every link.
+    drop_kinds: Vec<&'static str>,
 }
 
 impl Cluster {
@@ -45,7 +47,7 @@ impl Cluster {
                 },
             );
         }
-        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![] };
+        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![], drop_kinds: vec![] };
         for id in 1..=n {
             c.drain(id);
         }
@@ -104,7 +106,8 @@ impl Cluster {
         while let Some((from, to, msg)) = self.queue.pop_front() {
             budget -= 1;
             assert!(budget > 0, "message storm");
-            if self.cut.contains(&(from, to)) || !self.nodes[&from].up || !self.nodes[&to].up {
+            let dropped = self.drop_kinds.contains(&msg.kind());
+            if dropped || self.cut.contains(&(from, to)) || !self.nodes[&from].up || !self.nodes[&to].up {
                 continue;
             }
             self.nodes.get_mut(&to).unwrap().peer.handle(Input::Message { from, msg });
@@ -357,4 +360,45 @@ fn restarted_replica_joins_an_established_leader() {
     c.settle(6);
     assert_eq!(c.leader(), Some(leader), "the running leader keeps its role");
     assert_eq!(c.serving(), 3);
+}
+
+/// A follower that missed its SNAP must not append the leader's entries
+/// after its own uncommitted tail (found by simulation seed 0x5eed0004).
+#[test]
+fn t90_lost_snap_does_not_graft_onto_an_uncommitted_tail() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    let (a, b) = match leader {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    };
+    let committed = c.propose(1);
+    c.settle(1);
+    // The leader logs proposals nobody else gets, then dies.
+    c.cut = vec![(leader, a), (leader, b)];
+    let orphan = c.propose(2);
+    c.crash(leader);
+    c.cut.clear();
+    c.settle(12);
+    let next = c.propose(3);
+    c.settle(2);
+    // The new leader forgets its old history so the old leader needs a SNAP,
+    // and every SNAP is lost on the way.
+    let new_leader = c.leader().unwrap();
+    c.nodes.get_mut(&new_leader).unwrap().peer.compact(next);
+    c.drop_kinds = vec!["SNAP"];
+    c.restart(leader);
+    c.settle(15);
+    let old = &c.nodes[&leader];
+    assert!(!old.applied.contains(&orphan), "the orphan proposal was applied: {:?}", old.applied);
+    assert!(!old.peer.status().serving, "synced without the snapshot");
+    // Once SNAPs get through, it catches up properly.
+    c.drop_kinds.clear();
+    c.settle(15);
+    assert_eq!(c.serving(), 3);
+    assert_eq!(c.nodes[&leader].durable.snapshot_zxid, next);
+    assert!(!c.nodes[&leader].durable.entries.iter().any(|e| e.zxid == orphan));
+    let _ = committed;
 }
