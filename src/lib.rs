@@ -6,7 +6,9 @@
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
 //! - [`op`]: the client operation model both front ends share.
 //! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
+//! - [`client`]: the async Rust client library (gRPC session API).
 
+pub mod client;
 pub mod error;
 pub mod ids;
 pub mod op;
