@@ -295,11 +295,23 @@ impl Client {
         acl: &[Acl],
         ttl: Duration,
     ) -> Result<String, ClientError> {
+        Ok(self.create_ttl_with_stat(path, data, mode, acl, ttl).await?.0)
+    }
+
+    /// Creates a node with a TTL (`mode` must be a TTL mode) and returns its final path and Stat.
+    pub async fn create_ttl_with_stat(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: &[Acl],
+        ttl: Duration,
+    ) -> Result<(String, Stat), ClientError> {
         if !mode.is_ttl() {
             return Err(ClientError::InvalidArgument(format!("create_ttl needs a TTL mode, not {mode:?}")));
         }
         let op = pb::request::Op::Create(multi::create_request(path, data, mode, acl, Some(ttl)));
-        Ok(response::created(self.simple(op, path).await?)?.0)
+        response::created(self.simple(op, path).await?)
     }
 
     /// Returns a node's data and Stat.
