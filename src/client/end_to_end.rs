@@ -474,11 +474,30 @@ fn a_client_that_stops_pinging_is_told_its_session_expired() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_and_watches_survive_a_server_restart() {
+async fn a_silent_server_is_left_and_requests_in_flight_fail_with_connection_loss() {
     let server = TestServer::fresh().await;
     let c = connect(&server.address()).await;
+    c.create("/s", b"v", CreateMode::Persistent, &open_acl()).await.unwrap();
+    let session = c.session_id();
+    // Silent for longer than the read timeout (2/3 of 3 s), shorter than the session.
+    server.stall(Duration::from_millis(2500));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let lost = c.get_data("/s").await.unwrap_err();
+    assert!(matches!(lost, ClientError::ConnectionLoss(_)), "{lost}");
+    assert!(started.elapsed() >= Duration::from_millis(900), "only after the read timeout: {:?}", started.elapsed());
+    wait_state(&c, ConnectionState::Connected, 10).await;
+    assert_eq!(c.get_data("/s").await.unwrap().0, b"v");
+    assert_eq!(c.session_id(), session);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_and_watches_survive_a_server_restart() {
+    let server = TestServer::fresh().await;
+    let c = Client::connect(&server.address(), options().with_digest_auth("bob", "pw")).await.unwrap();
     let acl = open_acl();
     c.create("/r", b"0", CreateMode::Persistent, &acl).await.unwrap();
+    c.create("/bobs", b"", CreateMode::Persistent, &Acl::creator_all()).await.unwrap();
     c.create("/mine", b"", CreateMode::Ephemeral, &acl).await.unwrap();
     let (_, _, data_watch) = c.get_data_and_watch("/r").await.unwrap();
     let (_, exist_watch) = c.exists_and_watch("/new").await.unwrap();
@@ -494,6 +513,8 @@ async fn session_and_watches_survive_a_server_restart() {
     assert_eq!(within(5, persistent.next()).await, Some(WatchedEvent::State(ConnectionState::Connected)));
     assert_eq!(c.session_id(), session);
     assert!(c.exists("/mine").await.unwrap().is_some(), "the session, and so its ephemeral, survived");
+    assert!(c.who_am_i().await.unwrap().iter().any(|id| id.scheme == "digest"), "auth was re-added");
+    c.get_data("/bobs").await.unwrap();
 
     let writer = connect(&server.address()).await;
     writer.set_data("/r", b"1", ANY_VERSION).await.unwrap();

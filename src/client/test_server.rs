@@ -172,6 +172,14 @@ impl TestServer {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Blocks the replica's only worker thread for `d`: it neither reads nor
+    /// answers meanwhile, like a process paused by the OS.
+    pub(crate) fn stall(&self, d: Duration) {
+        if let Some(runtime) = &self.runtime {
+            runtime.spawn(async move { std::thread::sleep(d) });
+        }
+    }
+
     /// Drops every task and socket of the replica at once; returns its disk.
     pub(crate) fn kill(mut self) -> Arc<MemDisk> {
         if let Some(runtime) = self.runtime.take() {
