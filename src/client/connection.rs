@@ -224,21 +224,31 @@ pub(crate) struct Handles {
     pub shared: Arc<Shared>,
 }
 
+/// The error of a first connect that ran out of time: `Transport` when the
+/// servers could not be reached at all, `ConnectionLoss` when they refused or
+/// did not answer in time.
+fn give_up(hosts: &[ServerAddr], limit: Duration, last: Option<AttemptError>) -> ClientError {
+    let names: Vec<String> = hosts.iter().map(ToString::to_string).collect();
+    let summary = format!("no server of {} accepted a session within {limit:?}", names.join(","));
+    match last {
+        Some(AttemptError::Transport { server, reason }) => {
+            ClientError::Transport { reason: format!("{summary}; {server}: {reason}"), server }
+        }
+        Some(other) => ClientError::ConnectionLoss(format!("{summary}; last error: {other}")),
+        None => ClientError::ConnectionLoss(summary),
+    }
+}
+
 /// Connects a new session to one of `hosts` (in the order given) within the
 /// connect timeout, and spawns the task that serves it.
 pub(crate) async fn open(hosts: Vec<ServerAddr>, settings: Settings) -> Result<Handles, ClientError> {
     let requested_ms = i32::try_from(settings.session_timeout.as_millis()).unwrap_or(i32::MAX);
     let deadline = Instant::now() + settings.connect_timeout;
     let mut plan = ReconnectPlan::new(hosts.len(), 0, deadline.into_std(), settings.connect_timeout, settings.backoff);
-    let mut last_error = String::from("no attempt was made");
+    let mut last_error: Option<AttemptError> = None;
     loop {
         let Step::Attempt { host, timeout } = plan.next(Instant::now().into_std()) else {
-            let names: Vec<String> = hosts.iter().map(ToString::to_string).collect();
-            return Err(ClientError::ConnectionLoss(format!(
-                "no server of {} accepted a session within {:?}; last error: {last_error}",
-                names.join(","),
-                settings.connect_timeout
-            )));
+            return Err(give_up(&hosts, settings.connect_timeout, last_error));
         };
         let connect = pb::Connect { timeout_ms: requested_ms, session_id: 0, password: Vec::new(), last_zxid_seen: 0 };
         let server = hosts[host].clone();
@@ -272,7 +282,7 @@ pub(crate) async fn open(hosts: Vec<ServerAddr>, settings: Settings) -> Result<H
             }
             Err(e) => {
                 tracing::debug!(error = %e, "connect attempt failed");
-                last_error = e.to_string();
+                last_error = Some(e);
                 let wait = plan.failed(Instant::now().into_std(), rand::random::<f64>());
                 sleep(wait).await;
             }

@@ -50,12 +50,12 @@ pub enum ClientError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The gRPC transport failed in a way that is not a plain connection loss.
-    #[error("transport error with {server}: {reason}")]
+    /// No server could be reached at the transport level (TCP, HTTP/2) to start a session.
+    #[error("ConnectionLoss (-4): {reason}")]
     Transport {
-        /// The server address.
+        /// The last server tried.
         server: String,
-        /// The transport's message.
+        /// What happened, with the transport's message.
         reason: String,
     },
     /// The server sent something the protocol does not allow; the connection was dropped.

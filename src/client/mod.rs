@@ -559,12 +559,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn connecting_to_nothing_fails_with_connection_loss_within_the_connect_timeout() {
+    async fn connecting_to_nothing_fails_with_a_transport_error_within_the_connect_timeout() {
         // Port 1 on loopback: nothing listens there (privileged, never bound in tests).
         let options = ClientOptions::default().with_connect_timeout(Duration::from_millis(300));
         let started = std::time::Instant::now();
         let err = Client::connect("127.0.0.1:1", options).await.unwrap_err();
-        assert!(matches!(err, ClientError::ConnectionLoss(_)), "{err}");
+        assert!(matches!(err, ClientError::Transport { .. }), "{err}");
+        assert!(err.is_connection_problem());
         assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(3));
     }

@@ -150,8 +150,8 @@ pub async fn rm(
     }
     let mut paths = subtree(client, path, max_nodes).await?;
     if path == "/" {
-        // The root cannot be deleted; its children can.
-        paths.remove(0);
+        // The root and the system subtree cannot be deleted; the rest can.
+        paths.retain(|p| p != "/" && p != "/zookeeper" && !p.starts_with("/zookeeper/"));
     }
     paths.reverse();
     let results: Vec<_> = stream::iter(paths.iter().map(|p| client.delete(p, -1))).buffered(PIPELINE).collect().await;
