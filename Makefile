@@ -5,6 +5,12 @@ RUN_DIR ?= run
 
 .PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean
 
+ifeq ($(NODES),1)
+CONFIG ?= ensemble-configs/single.toml
+else
+CONFIG ?= ensemble-configs/local-$(NODES).toml
+endif
+
 build:
 	$(CARGO) build --release --bins
 
@@ -29,8 +35,37 @@ check-purity:
 	if [ -n "$$bad" ]; then echo "purity violation in a pure module:"; echo "$$bad"; exit 1; fi; \
 	echo "check-purity: ok"
 
+## Starts a local ensemble in the background (NODES=1, 3 or 5), data and logs under $(RUN_DIR)/.
+run: build
+	@if [ -s $(RUN_DIR)/pids ]; then echo "an ensemble is already running (make stop first)"; exit 1; fi
+	@mkdir -p $(RUN_DIR)/logs
+	@for id in $$(seq 1 $(NODES)); do \
+		nohup target/release/zabkeeper --config $(CONFIG) --id $$id >$(RUN_DIR)/logs/zk$$id.log 2>&1 & \
+		echo $$! >>$(RUN_DIR)/pids; \
+	done
+	@echo "started $(NODES) server(s) from $(CONFIG); logs in $(RUN_DIR)/logs, data in $(RUN_DIR)/data"
+	@target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings
+	@echo "try: target/release/zkctl --server $$(target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings | sed -n 's/^grpc: //p') ls /"
+
+## Stops the ensemble started by `make run` (SIGTERM: clean shutdown).
+stop:
+	@if [ -s $(RUN_DIR)/pids ]; then \
+		for pid in $$(cat $(RUN_DIR)/pids); do kill $$pid 2>/dev/null || true; done; \
+		for pid in $$(cat $(RUN_DIR)/pids); do \
+			for i in $$(seq 1 50); do kill -0 $$pid 2>/dev/null || break; sleep 0.1; done; \
+		done; \
+		rm -f $(RUN_DIR)/pids; echo "stopped"; \
+	else echo "nothing running"; fi
+
 bench:
 	$(CARGO) bench --bench core
+
+## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
+## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.
+FUZZ_SECONDS ?= 30
+fuzz:
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
+	RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=fuzz/target $(CARGO) fuzz run frame_decode -- -max_total_time=$(FUZZ_SECONDS)
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps

@@ -6,6 +6,7 @@
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
 //! - [`op`]: the client operation model both front ends share.
 //! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
+//! - [`wire`]: ZooKeeper's client protocol (jute), so ZooKeeper's clients work unchanged.
 //! - [`client`]: the async Rust client library (gRPC session API).
 
 pub mod client;
@@ -17,8 +18,11 @@ pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod storage;
+#[cfg(any(test, feature = "sim"))]
+pub mod sim;
 pub mod tree;
 pub mod txn;
+pub mod wire;
 pub mod zab;
 
 /// Generated protobuf and gRPC code.

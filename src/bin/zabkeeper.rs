@@ -1,1 +1,112 @@
-fn main() {}
+//! The zabkeeper server: `zabkeeper --config FILE [--id N]`.
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use zabkeeper::server::config::ServerConfig;
+use zabkeeper::server::serve::serve;
+use zabkeeper::storage::sled_store::SledStorage;
+
+/// One replica of a zabkeeper ensemble.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// The ensemble's TOML file (one file for every member).
+    #[arg(long)]
+    config: PathBuf,
+    /// This member's id in the file (may be omitted for a single-member file).
+    #[arg(long)]
+    id: Option<u64>,
+    /// Print the ensemble's connect strings (one line per protocol) and exit.
+    #[arg(long)]
+    print_connect_strings: bool,
+    /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `zabkeeper=debug`.
+    #[arg(long, env = "ZABKEEPER_LOG", default_value = "info")]
+    log: String,
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+
+    let config = match ServerConfig::load(&args.config, args.id) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("zabkeeper: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.print_connect_strings {
+        let join = |addrs: Vec<String>| addrs.join(",");
+        println!("grpc: {}", join(config.members.iter().map(|m| m.grpc_addr.to_string()).collect()));
+        let zk: Vec<String> = config.members.iter().filter_map(|m| m.client_addr.map(|a| a.to_string())).collect();
+        if !zk.is_empty() {
+            println!("zookeeper: {}", join(zk));
+        }
+        let admin: Vec<String> = config.members.iter().filter_map(|m| m.admin_addr.map(|a| a.to_string())).collect();
+        if !admin.is_empty() {
+            println!("admin: {}", join(admin));
+        }
+        return ExitCode::SUCCESS;
+    }
+    let me = config.me().clone();
+    if let Err(e) = std::fs::create_dir_all(&me.data_dir) {
+        eprintln!("zabkeeper: cannot create data_dir {}: {e}", me.data_dir.display());
+        return ExitCode::from(1);
+    }
+    let storage = match SledStorage::open(&me.data_dir) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            eprintln!("zabkeeper: cannot open storage in {}: {e}", me.data_dir.display());
+            return ExitCode::from(1);
+        }
+    };
+    let id = config.id;
+    let result = serve(config, storage, shutdown_signal(), |bound| {
+        let mut line = format!("zabkeeper {id} ready: grpc {} peer {}", bound.grpc, bound.peer);
+        if let Some(a) = bound.admin {
+            line.push_str(&format!(" admin {a}"));
+        }
+        if let Some(c) = bound.client {
+            line.push_str(&format!(" zookeeper {c}"));
+        }
+        tracing::info!("{line}");
+        println!("{line}");
+    })
+    .await;
+    match result {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("zabkeeper: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

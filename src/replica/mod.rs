@@ -322,6 +322,19 @@ pub struct Replica {
     previous_snapshot: Zxid,
     counters: Counters,
     outputs: Vec<Output>,
+    /// What was applied since the simulation last asked (checked against its oracle).
+    #[cfg(any(test, feature = "sim"))]
+    applied_log: Vec<AppliedRecord>,
+}
+
+/// A change to the tree, as the simulation's oracle sees it.
+#[cfg(any(test, feature = "sim"))]
+#[derive(Clone, Debug)]
+pub enum AppliedRecord {
+    /// A committed transaction was applied.
+    Entry(Zxid, std::sync::Arc<Txn>),
+    /// A leader's snapshot replaced the tree.
+    Snapshot(Zxid),
 }
 
 impl Replica {
@@ -363,6 +376,8 @@ impl Replica {
             previous_snapshot: snapshot_zxid,
             counters: Counters::default(),
             outputs: Vec::new(),
+            #[cfg(any(test, feature = "sim"))]
+            applied_log: Vec::new(),
         };
         replica.drain_zab();
         replica
@@ -434,6 +449,12 @@ impl Replica {
         out
     }
 
+    /// What was applied since the last call (simulation oracle).
+    #[cfg(any(test, feature = "sim"))]
+    pub fn drain_applied(&mut self) -> Vec<AppliedRecord> {
+        std::mem::take(&mut self.applied_log)
+    }
+
     /// Activity counters.
     pub fn counters(&self) -> Counters {
         self.counters
@@ -497,6 +518,8 @@ impl Replica {
             Ok(state) if state.last_zxid() == zxid => {
                 tracing::info!(id = self.config.zab.id, zxid = %zxid, nodes = state.node_count(), "installed leader snapshot");
                 self.tree.replace_state(state);
+                #[cfg(any(test, feature = "sim"))]
+                self.applied_log.push(AppliedRecord::Snapshot(zxid));
                 self.previous_snapshot = zxid;
                 self.applied_since_snapshot = 0;
             }
@@ -563,6 +586,8 @@ impl Replica {
     fn apply_entry(&mut self, entry: &Entry, touched_conns: &mut BTreeSet<ConnId>) {
         let txn = &entry.txn;
         let applied = self.tree.apply(entry.zxid, txn);
+        #[cfg(any(test, feature = "sim"))]
+        self.applied_log.push(AppliedRecord::Entry(entry.zxid, entry.txn.clone()));
         self.counters.applied += 1;
         self.applied_since_snapshot += 1;
         if self.status.role == Role::Leading {

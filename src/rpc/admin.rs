@@ -62,6 +62,7 @@ impl pb::admin_server::Admin for AdminService {
             synced_followers: r.synced_followers,
             ensemble_size: r.ensemble_size as u64,
             last_snapshot_zxid,
+            serving: r.status.serving,
         }))
     }
 

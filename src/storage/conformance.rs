@@ -1,1 +1,687 @@
-//! (being written)
+//! One suite of named checks that every [`Storage`] must pass, run against
+//! both stores, plus the checks only one store can express: crash loss for
+//! the in-memory store, damaged bytes on disk for sled.
+
+use super::mem_store::MemStorage;
+use super::sled_store::{self, SledStorage};
+use super::{Recovered, Storage, StorageError, StorageOp};
+use crate::ids::{SessionId, Zxid};
+use crate::tree::acl::Acl;
+use crate::tree::{snapshot, DataTree, TreeState};
+use crate::txn::{Entry, Txn, TxnBody};
+use bytes::Bytes;
+
+/// A store under test and what a test can do to it from outside.
+trait Harness {
+    /// The store type.
+    type Store: Storage;
+    /// The store.
+    fn store(&self) -> &Self::Store;
+    /// A clean restart: the handle is dropped and the store opened again.
+    fn reopen(&mut self);
+    /// Damages one chunk of a stored snapshot and reopens.
+    fn corrupt_snapshot_chunk(&mut self, zxid: Zxid, chunk: u32);
+}
+
+struct MemHarness {
+    store: MemStorage,
+}
+
+impl MemHarness {
+    fn new() -> MemHarness {
+        MemHarness { store: MemStorage::new() }
+    }
+}
+
+impl Harness for MemHarness {
+    type Store = MemStorage;
+
+    fn store(&self) -> &MemStorage {
+        &self.store
+    }
+
+    fn reopen(&mut self) {
+        let shared = self.store.clone();
+        self.store = shared;
+    }
+
+    fn corrupt_snapshot_chunk(&mut self, zxid: Zxid, chunk: u32) {
+        assert!(self.store.corrupt_snapshot_chunk(zxid, chunk as usize), "no chunk {chunk} at {zxid:?}");
+    }
+}
+
+struct SledHarness {
+    dir: tempfile::TempDir,
+    store: Option<SledStorage>,
+}
+
+impl SledHarness {
+    fn new() -> SledHarness {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStorage::open(dir.path().join("store")).expect("open a fresh store");
+        SledHarness { dir, store: Some(store) }
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("store")
+    }
+
+    /// Closes the store, edits its trees through a raw sled handle, and
+    /// opens it again, returning what opening says.
+    fn edit_raw(&mut self, edit: impl FnOnce(&::sled::Db)) -> Result<(), StorageError> {
+        self.store = None;
+        let db = raw_open(&self.path());
+        edit(&db);
+        db.flush().expect("raw flush");
+        drop(db);
+        self.store = Some(SledStorage::open(self.path())?);
+        Ok(())
+    }
+
+    fn tree(db: &::sled::Db, name: &str) -> ::sled::Tree {
+        db.open_tree(name).expect("raw tree")
+    }
+}
+
+impl Harness for SledHarness {
+    type Store = SledStorage;
+
+    fn store(&self) -> &SledStorage {
+        self.store.as_ref().expect("store is open")
+    }
+
+    fn reopen(&mut self) {
+        self.store = None;
+        self.store = Some(SledStorage::open(self.path()).expect("reopen"));
+    }
+
+    fn corrupt_snapshot_chunk(&mut self, zxid: Zxid, chunk: u32) {
+        self.edit_raw(|db| {
+            let chunks = SledHarness::tree(db, sled_store::CHUNK_TREE);
+            let key = sled_store::chunk_key(zxid, chunk);
+            let mut bytes = chunks.get(key).expect("read").expect("chunk exists").to_vec();
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x5a;
+            chunks.insert(key, bytes).expect("write");
+        })
+        .expect("reopen after damaging a chunk");
+    }
+}
+
+/// A raw sled handle on a store's directory (waiting for a dropped handle's lock).
+fn raw_open(path: &std::path::Path) -> ::sled::Db {
+    sled_store::open_retrying(&::sled::Config::new().path(path)).expect("raw open")
+}
+
+/// A history of real transactions, with the tree after each, so recovery can
+/// be checked against the state it must rebuild.
+struct History {
+    entries: Vec<Entry>,
+    states: Vec<TreeState>,
+}
+
+const SESSION: SessionId = SessionId(0x0100_0000_0000_0001);
+
+impl History {
+    fn new(zxids: impl IntoIterator<Item = Zxid>) -> History {
+        let mut tree = DataTree::new();
+        let mut entries = Vec::new();
+        let mut states = Vec::new();
+        for (i, zxid) in zxids.into_iter().enumerate() {
+            let body = if i == 0 {
+                TxnBody::CreateSession { timeout_ms: 10_000, password: Bytes::from_static(&[9; 16]) }
+            } else {
+                TxnBody::Create {
+                    path: format!("/n{i}"),
+                    data: Bytes::from(vec![i as u8; 40]),
+                    acl: Acl::open_unsafe(),
+                    ephemeral_owner: if i % 3 == 0 { SESSION.0 } else { 0 },
+                    parent_cversion: i as i32,
+                }
+            };
+            let txn = Txn { session: SESSION, cxid: i as i32, time_ms: 1_000 + i as i64, body };
+            tree.apply(zxid, &txn);
+            entries.push(Entry::new(zxid, txn));
+            states.push(tree.snapshot());
+        }
+        History { entries, states }
+    }
+
+    /// Counters 1..=n of one epoch.
+    fn epoch(epoch: u32, n: u32) -> History {
+        History::new((1..=n).map(|c| Zxid::new(epoch, c)))
+    }
+
+    fn index(&self, zxid: Zxid) -> usize {
+        self.entries.iter().position(|e| e.zxid == zxid).expect("zxid is in the history")
+    }
+
+    /// Entries with from ≤ zxid ≤ to.
+    fn slice(&self, from: Zxid, to: Zxid) -> Vec<Entry> {
+        self.entries.iter().filter(|e| e.zxid >= from && e.zxid <= to).cloned().collect()
+    }
+
+    fn state_at(&self, zxid: Zxid) -> &TreeState {
+        &self.states[self.index(zxid)]
+    }
+
+    /// The snapshot at `zxid`, in small chunks so several are stored.
+    fn chunks_at(&self, zxid: Zxid) -> Vec<Bytes> {
+        let (chunks, _) = snapshot::to_chunks(self.state_at(zxid), 256);
+        assert!(chunks.len() > 1, "tests want multi-chunk snapshots");
+        chunks
+    }
+}
+
+fn z(counter: u32) -> Zxid {
+    Zxid::new(1, counter)
+}
+
+fn append(store: &impl Storage, entries: Vec<Entry>) {
+    store.apply(&[StorageOp::Append(entries)]).expect("append");
+}
+
+fn zxids(entries: &[Entry]) -> Vec<Zxid> {
+    entries.iter().map(|e| e.zxid).collect()
+}
+
+/// The tree a recovered replica rebuilds: snapshot, then every later entry.
+fn replay(recovered: &Recovered) -> TreeState {
+    let mut tree = recovered.snapshot.clone().map_or_else(DataTree::new, DataTree::from_state);
+    for entry in &recovered.log {
+        tree.apply(entry.zxid, &entry.txn);
+    }
+    tree.snapshot()
+}
+
+fn assert_rebuilds(recovered: &Recovered, history: &History, last: Zxid) {
+    assert_eq!(recovered.last_zxid(), last);
+    let rebuilt = replay(recovered);
+    assert_eq!(rebuilt.digest(), history.state_at(last).digest(), "replayed tree differs at {last:?}");
+    assert_eq!(rebuilt.last_zxid(), last);
+}
+
+fn append_and_recover(h: &mut impl Harness) {
+    let fresh = h.store().recover().expect("recover a fresh store");
+    assert_eq!((fresh.accepted_epoch, fresh.current_epoch), (0, 0));
+    assert!(fresh.snapshot.is_none() && fresh.log.is_empty());
+    assert_eq!(h.store().log_bounds().expect("bounds"), None);
+
+    let history = History::epoch(1, 10);
+    append(h.store(), history.slice(z(1), z(4)));
+    append(h.store(), history.slice(z(5), z(10)));
+    h.store().flush().expect("flush");
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.log, history.entries);
+    assert!(recovered.snapshot.is_none());
+    assert_rebuilds(&recovered, &history, z(10));
+    assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(1), z(10))));
+    assert_eq!(zxids(&h.store().read_log(z(3), 4).expect("read")), vec![z(3), z(4), z(5), z(6)]);
+    assert_eq!(zxids(&h.store().read_log(z(9), 100).expect("read")), vec![z(9), z(10)]);
+    assert!(h.store().read_log(z(11), 5).expect("read").is_empty());
+
+    h.reopen();
+    let again = h.store().recover().expect("recover after reopen");
+    assert_eq!(again.log, history.entries);
+}
+
+fn append_rejects_non_increasing(h: &mut impl Harness) {
+    let history = History::epoch(1, 8);
+    let first_at_two = history.slice(z(2), z(2));
+    let err = h.store().apply(&[StorageOp::Append(first_at_two)]).expect_err("an empty log starts at counter 1");
+    assert!(matches!(err, StorageError::Invalid(_)), "{err}");
+
+    append(h.store(), history.slice(z(1), z(5)));
+    for bad in [vec![z(5)], vec![z(3)], vec![z(7)], vec![z(6), z(6)], vec![z(6), z(8)], vec![Zxid::new(2, 0)]] {
+        let entries: Vec<Entry> =
+            bad.iter().map(|zxid| Entry { zxid: *zxid, txn: history.entries[0].txn.clone() }).collect();
+        let err = h.store().apply(&[StorageOp::Append(entries)]).expect_err("bad append");
+        assert!(matches!(err, StorageError::Invalid(_)), "{bad:?}: {err}");
+    }
+    assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(1), z(5))), "rejected appends change nothing");
+    append(h.store(), history.slice(z(6), z(8)));
+    h.store().flush().expect("flush");
+    assert_eq!(h.store().recover().expect("recover").log, history.entries);
+}
+
+fn truncate(h: &mut impl Harness) {
+    let history = History::epoch(1, 10);
+    append(h.store(), history.entries.clone());
+    h.store().apply(&[StorageOp::TruncateAfter(z(6))]).expect("truncate");
+    assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(1), z(6))));
+    // A different history continues from the truncation point.
+    let other = History::new((1..=6).map(z).chain([Zxid::new(2, 1), Zxid::new(2, 2)]));
+    append(h.store(), other.slice(Zxid::new(2, 1), Zxid::new(2, 2)));
+    h.store().apply(&[StorageOp::TruncateAfter(Zxid::new(3, 0))]).expect("truncate past the end is a no-op");
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.log, other.entries);
+    assert_rebuilds(&recovered, &other, Zxid::new(2, 2));
+
+    h.store().apply(&[StorageOp::TruncateAfter(Zxid::ZERO)]).expect("truncate all");
+    assert_eq!(h.store().log_bounds().expect("bounds"), None);
+    assert!(h.store().recover().expect("recover").log.is_empty());
+}
+
+fn truncate_below_snapshot_rejected(h: &mut impl Harness) {
+    let history = History::epoch(1, 10);
+    append(h.store(), history.entries.clone());
+    h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+    let err = h.store().apply(&[StorageOp::TruncateAfter(z(5))]).expect_err("below the snapshot");
+    assert!(matches!(err, StorageError::Invalid(_)), "{err}");
+    h.store().apply(&[StorageOp::TruncateAfter(z(8))]).expect("truncate down to the snapshot");
+    assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(1), z(8))));
+}
+
+fn epochs(h: &mut impl Harness) {
+    h.store().apply(&[StorageOp::SetAcceptedEpoch(3), StorageOp::SetCurrentEpoch(2)]).expect("epochs");
+    // Entries of several epochs; a new epoch may start above counter 1.
+    let history = History::new([Zxid::new(1, 1), Zxid::new(1, 2), Zxid::new(2, 1), Zxid::new(3, 5), Zxid::new(3, 6)]);
+    append(h.store(), history.entries.clone());
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!((recovered.accepted_epoch, recovered.current_epoch), (3, 2));
+    assert_eq!(recovered.log, history.entries);
+    h.store().apply(&[StorageOp::SetAcceptedEpoch(4), StorageOp::SetCurrentEpoch(4)]).expect("epochs");
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!((recovered.accepted_epoch, recovered.current_epoch), (4, 4));
+}
+
+fn install_snapshot_replaces_log(h: &mut impl Harness) {
+    let local = History::epoch(1, 8);
+    append(h.store(), local.entries.clone());
+    h.store().save_snapshot(z(4), &local.chunks_at(z(4))).expect("local snapshot");
+    // The leader's history diverged after (1,5).
+    let leader = History::new((1..=5).map(z).chain((1..=5).map(|c| Zxid::new(2, c))));
+    let at = Zxid::new(2, 3);
+    h.store().apply(&[StorageOp::InstallSnapshot { zxid: at, chunks: leader.chunks_at(at) }]).expect("install");
+    assert_eq!(h.store().log_bounds().expect("bounds"), None, "the whole log is dropped");
+    let bad = leader.slice(Zxid::new(2, 5), Zxid::new(2, 5));
+    assert!(matches!(h.store().apply(&[StorageOp::Append(bad)]), Err(StorageError::Invalid(_))));
+    append(h.store(), leader.slice(Zxid::new(2, 4), Zxid::new(2, 5)));
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.snapshot_zxid(), at);
+    assert_eq!(zxids(&recovered.log), vec![Zxid::new(2, 4), Zxid::new(2, 5)]);
+    assert_rebuilds(&recovered, &leader, Zxid::new(2, 5));
+    let stored: Vec<Zxid> = h.store().snapshots().expect("list").iter().map(|s| s.zxid).collect();
+    assert_eq!(stored, vec![z(4), at]);
+}
+
+fn install_snapshot_drops_newer_snapshots(h: &mut impl Harness) {
+    let history = History::epoch(1, 12);
+    append(h.store(), history.entries.clone());
+    h.store().save_snapshot(z(10), &history.chunks_at(z(10))).expect("snapshot");
+    h.store().apply(&[StorageOp::InstallSnapshot { zxid: z(6), chunks: history.chunks_at(z(6)) }]).expect("install");
+    // Installing again at the same zxid replaces it in place.
+    h.store()
+        .apply(&[StorageOp::InstallSnapshot { zxid: z(6), chunks: history.chunks_at(z(6)) }])
+        .expect("install again");
+    append(h.store(), history.slice(z(7), z(9)));
+    h.store().flush().expect("flush");
+    h.reopen();
+    let stored: Vec<Zxid> = h.store().snapshots().expect("list").iter().map(|s| s.zxid).collect();
+    assert_eq!(stored, vec![z(6)]);
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.snapshot_zxid(), z(6));
+    assert_rebuilds(&recovered, &history, z(9));
+}
+
+fn purge_keeps_newest(h: &mut impl Harness) {
+    let history = History::epoch(1, 30);
+    append(h.store(), history.entries.clone());
+    assert_eq!(h.store().purge(2).expect("purge with no snapshot"), Default::default());
+    for at in [5, 10, 20, 25] {
+        let meta = h.store().save_snapshot(z(at), &history.chunks_at(z(at))).expect("snapshot");
+        assert_eq!(meta.zxid, z(at));
+        assert_eq!(meta.bytes, history.chunks_at(z(at)).iter().map(|c| c.len() as u64).sum::<u64>());
+    }
+    assert!(matches!(h.store().purge(0), Err(StorageError::Invalid(_))));
+    let report = h.store().purge(2).expect("purge");
+    assert_eq!((report.snapshots_removed, report.entries_removed), (2, 20));
+    let stored: Vec<Zxid> = h.store().snapshots().expect("list").iter().map(|s| s.zxid).collect();
+    assert_eq!(stored, vec![z(20), z(25)]);
+    assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(21), z(30))));
+    // Keeping more than exist removes nothing more.
+    assert_eq!(h.store().purge(5).expect("purge"), Default::default());
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.snapshot_zxid(), z(25));
+    assert_eq!(zxids(&recovered.log), (26..=30).map(z).collect::<Vec<_>>());
+    assert_rebuilds(&recovered, &history, z(30));
+}
+
+fn recover_snapshot_and_later_entries(h: &mut impl Harness) {
+    let history = History::epoch(1, 20);
+    append(h.store(), history.slice(z(1), z(12)));
+    h.store().save_snapshot(z(12), &history.chunks_at(z(12))).expect("snapshot");
+    append(h.store(), history.slice(z(13), z(20)));
+    h.store().flush().expect("flush");
+    h.reopen();
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.snapshot_zxid(), z(12));
+    assert_eq!(
+        recovered.snapshot.as_ref().map(TreeState::digest),
+        Some(history.state_at(z(12)).digest()),
+        "the snapshot itself round-trips"
+    );
+    assert_eq!(zxids(&recovered.log), (13..=20).map(z).collect::<Vec<_>>());
+    assert_rebuilds(&recovered, &history, z(20));
+}
+
+fn snapshot_ahead_of_log(h: &mut impl Harness) {
+    let history = History::epoch(1, 16);
+    append(h.store(), history.slice(z(1), z(10)));
+    h.store().save_snapshot(z(15), &history.chunks_at(z(15))).expect("snapshot");
+    h.store().flush().expect("flush");
+    let recovered = h.store().recover().expect("recover");
+    assert_eq!(recovered.snapshot_zxid(), z(15));
+    assert!(recovered.log.is_empty());
+    assert!(matches!(
+        h.store().apply(&[StorageOp::Append(history.slice(z(11), z(11)))]),
+        Err(StorageError::Invalid(_))
+    ));
+    append(h.store(), history.slice(z(16), z(16)));
+    assert_rebuilds(&h.store().recover().expect("recover"), &history, z(16));
+}
+
+fn save_snapshot_twice_replaces(h: &mut impl Harness) {
+    let history = History::epoch(1, 10);
+    append(h.store(), history.entries.clone());
+    h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+    // Same zxid, other chunking (fewer chunks): no stale chunk may survive.
+    let (one, _) = snapshot::to_chunks(history.state_at(z(8)), 1 << 20);
+    let meta = h.store().save_snapshot(z(8), &one).expect("snapshot again");
+    assert_eq!(meta.chunks, 1);
+    h.reopen();
+    assert_eq!(h.store().snapshots().expect("list"), vec![meta]);
+    assert_rebuilds(&h.store().recover().expect("recover"), &history, z(10));
+}
+
+fn corrupt_snapshot_falls_back_when_log_covers(h: &mut impl Harness) {
+    let history = History::epoch(1, 20);
+    append(h.store(), history.entries.clone());
+    h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+    h.store().save_snapshot(z(16), &history.chunks_at(z(16))).expect("snapshot");
+    h.store().flush().expect("flush");
+    h.corrupt_snapshot_chunk(z(16), 1);
+    let recovered = h.store().recover().expect("the log covers the damaged snapshot");
+    assert_eq!(recovered.snapshot_zxid(), z(8));
+    assert_rebuilds(&recovered, &history, z(20));
+    // With every snapshot damaged, the full log still rebuilds everything.
+    h.corrupt_snapshot_chunk(z(8), 0);
+    let recovered = h.store().recover().expect("the log starts at counter 1");
+    assert!(recovered.snapshot.is_none());
+    assert_rebuilds(&recovered, &history, z(20));
+}
+
+fn corrupt_snapshot_without_cover_is_an_error(h: &mut impl Harness) {
+    let history = History::epoch(1, 20);
+    append(h.store(), history.entries.clone());
+    h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+    h.store().save_snapshot(z(16), &history.chunks_at(z(16))).expect("snapshot");
+    h.store().purge(1).expect("purge: the log now starts after (1,16)");
+    h.store().flush().expect("flush");
+    h.corrupt_snapshot_chunk(z(16), 1);
+    match h.store().recover() {
+        Err(StorageError::CorruptSnapshot { zxid, .. }) => assert_eq!(zxid, z(16)),
+        other => panic!("expected CorruptSnapshot at (1,16), got {other:?}"),
+    }
+}
+
+/// Declares one test per check for a store.
+macro_rules! suite {
+    ($store:ident, $harness:expr, [$($check:ident),* $(,)?]) => {
+        mod $store {
+            use super::*;
+            $(
+                #[test]
+                fn $check() {
+                    let mut harness = $harness;
+                    super::$check(&mut harness);
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! both {
+    ($($store:ident => $harness:expr),*) => {
+        $(suite!($store, $harness, [
+            append_and_recover,
+            append_rejects_non_increasing,
+            truncate,
+            truncate_below_snapshot_rejected,
+            epochs,
+            install_snapshot_replaces_log,
+            install_snapshot_drops_newer_snapshots,
+            purge_keeps_newest,
+            recover_snapshot_and_later_entries,
+            snapshot_ahead_of_log,
+            save_snapshot_twice_replaces,
+            corrupt_snapshot_falls_back_when_log_covers,
+            corrupt_snapshot_without_cover_is_an_error,
+        ]);)*
+    };
+}
+
+both!(mem => MemHarness::new(), sled => SledHarness::new());
+
+/// Checks only the in-memory store can make: it can lose power in-process.
+mod mem_crash {
+    use super::*;
+
+    #[test]
+    fn crash_before_flush_loses_only_unflushed_ops() {
+        let store = MemStorage::new();
+        let history = History::epoch(1, 12);
+        append(&store, history.slice(z(1), z(5)));
+        store.apply(&[StorageOp::SetAcceptedEpoch(1)]).expect("epoch");
+        store.flush().expect("flush");
+        append(&store, history.slice(z(6), z(9)));
+        store.apply(&[StorageOp::SetAcceptedEpoch(2), StorageOp::TruncateAfter(z(7))]).expect("ops");
+        store.save_snapshot(z(4), &history.chunks_at(z(4))).expect("a snapshot is durable at once");
+        store.purge(1).expect("purge (not flushed)");
+        store.crash();
+        let recovered = store.recover().expect("recover");
+        assert_eq!(recovered.accepted_epoch, 1);
+        assert_eq!(recovered.snapshot_zxid(), z(4));
+        assert_eq!(zxids(&recovered.log), vec![z(5)]);
+        assert_eq!(store.log_bounds().expect("bounds"), Some((z(1), z(5))), "the purge was not flushed");
+        assert_rebuilds(&recovered, &history, z(5));
+    }
+
+    #[test]
+    fn crash_after_flush_keeps_everything_and_clones_share_state() {
+        let store = MemStorage::new();
+        let history = History::epoch(1, 6);
+        append(&store, history.entries.clone());
+        store.apply(&[StorageOp::InstallSnapshot { zxid: z(6), chunks: history.chunks_at(z(6)) }]).expect("install");
+        store.flush().expect("flush");
+        let restarted = store.clone();
+        store.crash();
+        let recovered = restarted.recover().expect("recover");
+        assert_eq!(recovered.snapshot_zxid(), z(6));
+        assert!(recovered.log.is_empty());
+        assert_rebuilds(&recovered, &history, z(6));
+    }
+}
+
+/// Damaged bytes written straight into sled's trees.
+mod sled_damage {
+    use super::*;
+
+    fn filled(n: u32) -> (SledHarness, History) {
+        let h = SledHarness::new();
+        let history = History::epoch(1, n);
+        append(h.store(), history.entries.clone());
+        h.store().flush().expect("flush");
+        (h, history)
+    }
+
+    #[test]
+    fn corrupt_log_value_names_its_key() {
+        let (mut h, _) = filled(6);
+        h.edit_raw(|db| {
+            let log = SledHarness::tree(db, sled_store::LOG_TREE);
+            let key = sled_store::log_key(z(4));
+            let mut value = log.get(key).expect("read").expect("entry").to_vec();
+            let last = value.len() - 1;
+            value[last] ^= 1;
+            log.insert(key, value).expect("write");
+        })
+        .expect("reopen");
+        match h.store().recover() {
+            Err(StorageError::CorruptEntry { key, .. }) => assert_eq!(key, "0000000100000004"),
+            other => panic!("expected CorruptEntry, got {other:?}"),
+        }
+        assert!(matches!(h.store().read_log(z(1), 10), Err(StorageError::CorruptEntry { .. })));
+    }
+
+    #[test]
+    fn corrupt_meta_is_reported() {
+        let (mut h, _) = filled(2);
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::META_TREE).insert(sled_store::ACCEPTED_EPOCH, &[0, 1, 2]).expect("write");
+        })
+        .expect("reopen");
+        match h.store().recover() {
+            Err(StorageError::CorruptMeta { key, reason }) => {
+                assert_eq!(key, sled_store::ACCEPTED_EPOCH);
+                assert!(reason.contains("3 bytes"), "{reason}");
+            }
+            other => panic!("expected CorruptMeta, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn hole_in_log_is_discontiguous() {
+        let (mut h, _) = filled(6);
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::LOG_TREE).remove(sled_store::log_key(z(3))).expect("remove");
+        })
+        .expect("reopen");
+        match h.store().recover() {
+            Err(StorageError::Discontiguous { previous, found }) => assert_eq!((previous, found), (z(2), z(4))),
+            other => panic!("expected Discontiguous, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn log_without_its_start_is_a_gap() {
+        let (mut h, _) = filled(6);
+        h.edit_raw(|db| {
+            let log = SledHarness::tree(db, sled_store::LOG_TREE);
+            log.remove(sled_store::log_key(z(1))).expect("remove");
+            log.remove(sled_store::log_key(z(2))).expect("remove");
+        })
+        .expect("reopen");
+        match h.store().recover() {
+            Err(StorageError::Gap { snapshot, first_log }) => assert_eq!((snapshot, first_log), (Zxid::ZERO, z(3))),
+            other => panic!("expected Gap, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_log_key_is_reported() {
+        let (mut h, _) = filled(3);
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::LOG_TREE).insert([0xff; 9], &b"x"[..]).expect("write");
+        })
+        .expect("reopen");
+        assert!(matches!(h.store().recover(), Err(StorageError::CorruptKey { tree: "log", .. })));
+    }
+
+    #[test]
+    fn missing_chunk_or_bad_marker_is_incomplete() {
+        let (mut h, history) = filled(10);
+        h.store().save_snapshot(z(9), &history.chunks_at(z(9))).expect("snapshot");
+        h.store().purge(1).expect("purge");
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::CHUNK_TREE).remove(sled_store::chunk_key(z(9), 1)).expect("remove");
+        })
+        .expect("reopen");
+        assert!(matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)));
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::INDEX_TREE)
+                .insert(sled_store::log_key(z(9)), &b"junk"[..])
+                .expect("write");
+        })
+        .expect("reopen");
+        assert!(matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)));
+        assert!(h.store().purge(1).is_err(), "purge refuses to run over a damaged marker");
+    }
+
+    #[test]
+    fn unfinished_snapshot_is_ignored_and_removed() {
+        let (mut h, history) = filled(10);
+        let chunks = history.chunks_at(z(7));
+        h.edit_raw(|db| {
+            // A write cut short: chunks but no marker.
+            let tree = SledHarness::tree(db, sled_store::CHUNK_TREE);
+            for (i, chunk) in chunks.iter().enumerate().take(2) {
+                tree.insert(sled_store::chunk_key(z(7), i as u32), chunk.as_ref()).expect("write");
+            }
+        })
+        .expect("reopen");
+        assert!(h.store().snapshots().expect("list").is_empty());
+        let recovered = h.store().recover().expect("recover");
+        assert!(recovered.snapshot.is_none());
+        assert_rebuilds(&recovered, &history, z(10));
+        h.store = None;
+        let db = raw_open(&h.path());
+        assert!(SledHarness::tree(&db, sled_store::CHUNK_TREE).is_empty(), "open removed the orphan chunks");
+    }
+
+    #[test]
+    fn open_refuses_what_is_not_a_store() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"hello").expect("write");
+        assert!(matches!(SledStorage::open(&file), Err(StorageError::NotAStore { .. })));
+        let foreign = dir.path().join("foreign");
+        std::fs::create_dir(&foreign).expect("mkdir");
+        std::fs::write(foreign.join("notes.txt"), b"hello").expect("write");
+        assert!(matches!(SledStorage::open(&foreign), Err(StorageError::NotAStore { .. })));
+        // A sled database of someone else's.
+        let other = dir.path().join("other");
+        {
+            let db = raw_open(&other);
+            db.insert(b"k", b"v").expect("write");
+            db.flush().expect("flush");
+        }
+        let err = SledStorage::open(&other).expect_err("not ours");
+        assert!(matches!(err, StorageError::NotAStore { .. }), "{err}");
+    }
+
+    #[test]
+    fn open_reports_garbage_files() {
+        let (mut h, history) = filled(50);
+        let path = h.path();
+        h.store = None;
+        // Whatever sled makes of a damaged config, no history may vanish silently.
+        let conf = std::fs::read(path.join("conf")).expect("conf");
+        for garbage in [&b"garbage"[..], b"garbage garbage garbage", b""] {
+            std::fs::write(path.join("conf"), garbage).expect("write");
+            match SledStorage::open(&path) {
+                Ok(store) => assert_eq!(store.recover().expect("recover").log, history.entries),
+                Err(err) => assert!(matches!(err, StorageError::Io { .. } | StorageError::Damaged { .. }), "{err}"),
+            }
+            std::fs::write(path.join("conf"), &conf).expect("write");
+        }
+        // sled reads an unreadable log as an empty one; the marker file catches it.
+        let len = std::fs::metadata(path.join("db")).expect("db").len() as usize;
+        std::fs::write(path.join("db"), vec![0xab; len]).expect("write");
+        let err = SledStorage::open(&path).expect_err("garbage db");
+        assert!(matches!(err, StorageError::Damaged { .. } | StorageError::Io { .. }), "{err}");
+        std::fs::remove_file(path.join("db")).expect("remove");
+        let err = SledStorage::open(&path).expect_err("db missing");
+        assert!(matches!(err, StorageError::NotAStore { .. }), "{err}");
+    }
+}

@@ -10,10 +10,13 @@
 //! everything not flushed (used by the simulation).
 
 pub mod mem_store;
+mod recovery;
 pub mod sled_store;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+mod replay_props;
 
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot::SnapshotError;
@@ -145,9 +148,53 @@ pub enum StorageError {
         /// The first log entry after it.
         first_log: Zxid,
     },
+    /// A snapshot's stored chunks do not match its completion marker (a chunk
+    /// is missing, or the sizes or the marker itself are damaged).
+    #[error("snapshot at {zxid} is incomplete: {reason}")]
+    IncompleteSnapshot {
+        /// Its zxid.
+        zxid: Zxid,
+        /// What does not match.
+        reason: String,
+    },
+    /// A key in one of the store's trees has the wrong shape.
+    #[error("key {key} in tree {tree:?} is malformed: {reason}")]
+    CorruptKey {
+        /// The tree.
+        tree: &'static str,
+        /// The key (hex).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The database engine failed on damaged files (sled 0.34 can panic or
+    /// loop on some corruptions instead of reporting them).
+    #[error("the database is damaged ({during}): {reason}")]
+    Damaged {
+        /// What was being done.
+        during: &'static str,
+        /// What the engine reported.
+        reason: String,
+    },
+    /// The directory holds something that is not this kind of store.
+    #[error("{path} is not a zabkeeper store: {reason}")]
+    NotAStore {
+        /// The directory.
+        path: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// A caller broke the contract (e.g. appended a zxid not above the last).
     #[error("invalid storage request: {0}")]
     Invalid(String),
+}
+
+impl StorageError {
+    /// Whether this error says one stored snapshot is unusable (so recovery
+    /// may fall back on an older one), as opposed to a failure of the store.
+    pub fn is_snapshot_fault(&self) -> bool {
+        matches!(self, StorageError::CorruptSnapshot { .. } | StorageError::IncompleteSnapshot { .. })
+    }
 }
 
 /// Durable state of one replica. Methods take `&self` so a background task

@@ -1,1 +1,676 @@
-//! (being written)
+//! The on-disk store, over sled 0.34.
+//!
+//! Four trees: `log` (zxid as 8 big-endian bytes → `txn::codec::encode`),
+//! `meta` (the two epochs as 4 big-endian bytes, and a format marker),
+//! `snapshots` (zxid ‖ chunk index, 8 + 4 big-endian bytes → chunk) and
+//! `snapshot_index` (zxid → a sealed [`Marker`]). A marker is written only
+//! after every chunk of its snapshot, so a snapshot without one is an
+//! unfinished write: it is never loaded and its chunks are removed at open.
+//!
+//! Crash safety rests on two properties of sled 0.34: recovery restores a
+//! prefix of the write history (it stops at the first torn record), and a
+//! batch or multi-tree transaction is recovered whole or not at all. Every
+//! operation below is therefore arranged so that each prefix of its writes
+//! is a state recovery accepts.
+
+use super::recovery::{self, Source};
+use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError, StorageOp};
+use crate::ids::{Epoch, Zxid};
+use crate::tree::snapshot::Reader;
+use crate::tree::TreeState;
+use crate::txn::{codec, Entry};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sled::transaction::{TransactionError, Transactional};
+use sled::{Batch, IVec};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Name of the log tree.
+pub(crate) const LOG_TREE: &str = "log";
+/// Name of the metadata tree.
+pub(crate) const META_TREE: &str = "meta";
+/// Name of the snapshot chunk tree.
+pub(crate) const CHUNK_TREE: &str = "snapshots";
+/// Name of the snapshot completion-marker tree.
+pub(crate) const INDEX_TREE: &str = "snapshot_index";
+/// Meta key of acceptedEpoch.
+pub(crate) const ACCEPTED_EPOCH: &str = "accepted_epoch";
+/// Meta key of currentEpoch.
+pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
+/// Meta key identifying the store's format.
+const FORMAT_KEY: &str = "format";
+/// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
+const FORMAT: &[u8] = b"zabkeeper-storage/1";
+/// How long open waits for a just-dropped handle to release the file lock.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The name sled gives its default tree.
+const DEFAULT_TREE: &[u8] = b"__sled__default";
+/// A file beside sled's own, written once the store exists.
+const SIDECAR: &str = "ZABKEEPER";
+/// sled's page cache; the tree lives in memory anyway, so the store needs little.
+const CACHE_BYTES: u64 = 64 << 20;
+
+/// The completion marker of a stored snapshot.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct Marker {
+    chunks: u32,
+    bytes: u64,
+}
+
+/// A replica's durable state in a sled database. Cloning is cheap and clones
+/// share the database, so a snapshot thread and the log writer can each hold one.
+#[derive(Clone)]
+pub struct SledStorage {
+    db: sled::Db,
+    log: sled::Tree,
+    meta: sled::Tree,
+    chunks: sled::Tree,
+    index: sled::Tree,
+    path: Arc<PathBuf>,
+}
+
+impl std::fmt::Debug for SledStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SledStorage").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+fn io(during: &'static str) -> impl FnOnce(sled::Error) -> StorageError {
+    move |source| StorageError::Io { during, source }
+}
+
+fn tx_err(during: &'static str) -> impl FnOnce(TransactionError<std::convert::Infallible>) -> StorageError {
+    move |e| match e {
+        TransactionError::Abort(never) => match never {},
+        TransactionError::Storage(source) => StorageError::Io { during, source },
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The log key of a zxid.
+pub(crate) fn log_key(zxid: Zxid) -> [u8; 8] {
+    zxid.0.to_be_bytes()
+}
+
+/// The key of one snapshot chunk.
+pub(crate) fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
+    let mut key = [0; 12];
+    key[..8].copy_from_slice(&zxid.0.to_be_bytes());
+    key[8..].copy_from_slice(&index.to_be_bytes());
+    key
+}
+
+fn zxid_of(tree: &'static str, key: &[u8]) -> Result<Zxid, StorageError> {
+    let bytes: [u8; 8] = key.try_into().map_err(|_| StorageError::CorruptKey {
+        tree,
+        key: hex(key),
+        reason: format!("{} bytes, expected 8", key.len()),
+    })?;
+    Ok(Zxid(u64::from_be_bytes(bytes)))
+}
+
+fn chunk_zxid(key: &[u8]) -> Result<Zxid, StorageError> {
+    if key.len() != 12 {
+        return Err(StorageError::CorruptKey {
+            tree: CHUNK_TREE,
+            key: hex(key),
+            reason: format!("{} bytes, expected 12", key.len()),
+        });
+    }
+    zxid_of(CHUNK_TREE, &key[..8])
+}
+
+fn after(zxid: Zxid) -> (Bound<[u8; 8]>, Bound<[u8; 8]>) {
+    (Bound::Excluded(log_key(zxid)), Bound::Unbounded)
+}
+
+impl SledStorage {
+    /// Opens (creating if needed) the store in directory `path`.
+    ///
+    /// Refuses a path that is a file, a non-empty directory without a sled
+    /// database, or a sled database that is not a zabkeeper store or has lost
+    /// its contents; removes the chunks of snapshot writes a crash interrupted.
+    pub fn open(path: impl AsRef<Path>) -> Result<SledStorage, StorageError> {
+        let path = path.as_ref();
+        let not_a_store =
+            |reason: &str| StorageError::NotAStore { path: path.display().to_string(), reason: reason.into() };
+        let has_sidecar = path.join(SIDECAR).exists();
+        if path.exists() {
+            if !path.is_dir() {
+                return Err(not_a_store("it is not a directory"));
+            }
+            let entries = std::fs::read_dir(path)
+                .map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
+            for entry in entries {
+                let entry =
+                    entry.map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                // A crash while sled creates its files leaves some of them: not foreign.
+                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR) || name.starts_with("snap.");
+                if !sleds {
+                    return Err(not_a_store(&format!("it holds {name:?}, which is not part of a sled database")));
+                }
+            }
+            if has_sidecar && !(path.join("db").is_file() && path.join("conf").is_file()) {
+                return Err(not_a_store("its sled database files are missing"));
+            }
+        }
+        guarded("open", || {
+            // Durability is the caller's: it flushes once per batch (group
+            // commit), so sled's own periodic fsync would only add disk work.
+            let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
+            let db = open_retrying(&config)?;
+            let store = SledStorage {
+                log: db.open_tree(LOG_TREE).map_err(io("open: log tree"))?,
+                meta: db.open_tree(META_TREE).map_err(io("open: meta tree"))?,
+                chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
+                index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
+                db,
+                path: Arc::new(path.to_path_buf()),
+            };
+            store.check_format(has_sidecar)?;
+            store.remove_unfinished_snapshots()?;
+            Ok(store)
+        })
+    }
+
+    /// The directory of the store.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Checks the format marker, and that a store known to exist (its
+    /// sidecar file says so) still has its contents: sled 0.34 treats an
+    /// unreadable log as the end of the log, so a destroyed database would
+    /// otherwise open as an empty one.
+    fn check_format(&self, has_sidecar: bool) -> Result<(), StorageError> {
+        let sidecar = self.path.join(SIDECAR);
+        if has_sidecar {
+            let found = std::fs::read(&sidecar)
+                .map_err(|e| StorageError::Io { during: "open: reading the marker file", source: e.into() })?;
+            if found != FORMAT {
+                return Err(StorageError::NotAStore {
+                    path: self.path.display().to_string(),
+                    reason: format!("unknown marker file content {:?}", String::from_utf8_lossy(&found)),
+                });
+            }
+        }
+        match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
+            Some(found) if found.as_ref() == FORMAT => {}
+            Some(found) => {
+                return Err(StorageError::NotAStore {
+                    path: self.path.display().to_string(),
+                    reason: format!("unknown format marker {:?}", String::from_utf8_lossy(&found)),
+                })
+            }
+            None if has_sidecar => {
+                return Err(StorageError::Damaged {
+                    during: "open",
+                    reason: "the database has lost its contents (format key missing, marker file present)".into(),
+                })
+            }
+            None => {
+                let ours = [LOG_TREE, META_TREE, CHUNK_TREE, INDEX_TREE];
+                let foreign = self.db.tree_names().into_iter().find(|name| {
+                    name.as_ref() != DEFAULT_TREE && !ours.iter().any(|ours| name.as_ref() == ours.as_bytes())
+                });
+                if let Some(name) = foreign {
+                    return Err(StorageError::NotAStore {
+                        path: self.path.display().to_string(),
+                        reason: format!("it holds a foreign tree {:?}", String::from_utf8_lossy(&name)),
+                    });
+                }
+                if !self.db.is_empty() {
+                    return Err(StorageError::NotAStore {
+                        path: self.path.display().to_string(),
+                        reason: "it holds data in sled's default tree".into(),
+                    });
+                }
+                let holds_data = [&self.log, &self.meta, &self.chunks, &self.index].iter().any(|t| !t.is_empty());
+                if holds_data {
+                    return Err(StorageError::CorruptMeta {
+                        key: FORMAT_KEY,
+                        reason: "missing, yet the store holds data".into(),
+                    });
+                }
+                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: writing the format"))?;
+                self.db.flush().map_err(io("open: flushing the format"))?;
+            }
+        }
+        if !has_sidecar {
+            // Written only once the format key is durable, so a sidecar
+            // always means "this database held a store".
+            write_durably(&sidecar, FORMAT)
+                .map_err(|e| StorageError::Io { during: "open: writing the marker file", source: e.into() })?;
+        }
+        Ok(())
+    }
+
+    /// Drops chunks that no marker covers: a snapshot write a crash cut short.
+    /// Visits one chunk per stored zxid, not every chunk: snapshots are large.
+    fn remove_unfinished_snapshots(&self) -> Result<(), StorageError> {
+        let mut from = [0u8; 12];
+        let mut removed = 0usize;
+        loop {
+            let first = self.chunks.range(from..).next().transpose().map_err(io("open: scanning snapshot chunks"))?;
+            let Some((key, _)) = first else { break };
+            let zxid = chunk_zxid(&key)?;
+            if !self.index.contains_key(log_key(zxid)).map_err(io("open: reading the snapshot index"))? {
+                let mut batch = Batch::default();
+                for key in self.chunk_keys(zxid)? {
+                    batch.remove(key);
+                    removed += 1;
+                }
+                self.chunks.apply_batch(batch).map_err(io("open: removing unfinished snapshots"))?;
+            }
+            let Some(next) = zxid.0.checked_add(1) else { break };
+            from = chunk_key(Zxid(next), 0);
+        }
+        if removed > 0 {
+            tracing::info!(chunks = removed, "removed chunks of unfinished snapshot writes");
+            self.db.flush().map_err(io("open: flushing"))?;
+        }
+        Ok(())
+    }
+
+    fn read_epoch(&self, key: &'static str) -> Result<Epoch, StorageError> {
+        let Some(value) = self.meta.get(key).map_err(io("reading an epoch"))? else {
+            return Ok(0);
+        };
+        let bytes: [u8; 4] = value.as_ref().try_into().map_err(|_| StorageError::CorruptMeta {
+            key,
+            reason: format!("{} bytes ({}), expected 4", value.len(), hex(&value)),
+        })?;
+        Ok(Epoch::from_be_bytes(bytes))
+    }
+
+    /// The zxid of the newest snapshot with a marker, zero when none.
+    fn newest_snapshot(&self) -> Result<Zxid, StorageError> {
+        match self.index.last().map_err(io("reading the snapshot index"))? {
+            Some((key, _)) => zxid_of(INDEX_TREE, &key),
+            None => Ok(Zxid::ZERO),
+        }
+    }
+
+    fn last_log(&self) -> Result<Zxid, StorageError> {
+        match self.log.last().map_err(io("reading the log tail"))? {
+            Some((key, _)) => zxid_of(LOG_TREE, &key),
+            None => Ok(Zxid::ZERO),
+        }
+    }
+
+    fn marker(&self, zxid: Zxid) -> Result<Option<Marker>, StorageError> {
+        let Some(value) = self.index.get(log_key(zxid)).map_err(io("reading the snapshot index"))? else {
+            return Ok(None);
+        };
+        codec::decode_value(&value)
+            .map(Some)
+            .map_err(|e| StorageError::IncompleteSnapshot { zxid, reason: format!("its marker is corrupt: {e}") })
+    }
+
+    fn markers(&self) -> Result<Vec<(Zxid, Marker)>, StorageError> {
+        let mut out = Vec::new();
+        for item in ordered(INDEX_TREE, "reading the snapshot index", self.index.iter()) {
+            let (key, value) = item?;
+            let zxid = zxid_of(INDEX_TREE, &key)?;
+            let marker = codec::decode_value(&value).map_err(|e| StorageError::IncompleteSnapshot {
+                zxid,
+                reason: format!("its marker is corrupt: {e}"),
+            })?;
+            out.push((zxid, marker));
+        }
+        Ok(out)
+    }
+
+    fn chunk_keys(&self, zxid: Zxid) -> Result<Vec<IVec>, StorageError> {
+        ordered(CHUNK_TREE, "listing snapshot chunks", self.chunks.scan_prefix(log_key(zxid)))
+            .map(|item| item.map(|(key, _)| key))
+            .collect()
+    }
+
+    fn decode_entry(key: &[u8], value: &[u8]) -> Result<Entry, StorageError> {
+        let zxid = zxid_of(LOG_TREE, key)?;
+        let txn = codec::decode(value).map_err(|source| StorageError::CorruptEntry { key: hex(key), source })?;
+        Ok(Entry::new(zxid, txn))
+    }
+
+    fn append(&self, entries: &[Entry]) -> Result<(), StorageError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let last = self.last_log()?.max(self.newest_snapshot()?);
+        recovery::check_append(last, entries)?;
+        let mut batch = Batch::default();
+        for entry in entries {
+            batch.insert(&log_key(entry.zxid), codec::encode(&entry.txn));
+        }
+        // One batch: a crash keeps the whole append or none of it.
+        self.log.apply_batch(batch).map_err(io("appending to the log"))
+    }
+
+    fn truncate_after(&self, zxid: Zxid) -> Result<(), StorageError> {
+        let snapshot = self.newest_snapshot()?;
+        if zxid < snapshot {
+            return Err(StorageError::Invalid(format!(
+                "truncating after {zxid:?} would cut below the snapshot at {snapshot:?}, which holds committed state"
+            )));
+        }
+        let mut batch = Batch::default();
+        for item in ordered(LOG_TREE, "truncating the log", self.log.range(after(zxid))) {
+            batch.remove(item?.0);
+        }
+        // One batch: removing only the lower keys would leave a hole.
+        self.log.apply_batch(batch).map_err(io("truncating the log"))
+    }
+
+    fn set_epoch(&self, key: &'static str, epoch: Epoch) -> Result<(), StorageError> {
+        self.meta.insert(key, &epoch.to_be_bytes()).map_err(io("writing an epoch"))?;
+        Ok(())
+    }
+
+    /// Stores a snapshot and its marker. `install` also drops the whole log
+    /// and any snapshot above `zxid` (a leader's SNAP replaces local history).
+    fn store_snapshot(&self, zxid: Zxid, chunks: &[Bytes], install: bool) -> Result<SnapshotMeta, StorageError> {
+        let count = u32::try_from(chunks.len())
+            .map_err(|_| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
+        if count == 0 {
+            return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
+        }
+        let bytes = chunks.iter().map(|c| c.len() as u64).sum();
+        let marker = Marker { chunks: count, bytes };
+        let sealed = codec::encode_value(&marker);
+        // Leftovers at this zxid beyond the new count must not survive.
+        let stale: Vec<IVec> = self
+            .chunk_keys(zxid)?
+            .into_iter()
+            .filter(|key| key.len() == 12 && u32::from_be_bytes([key[8], key[9], key[10], key[11]]) >= count)
+            .collect();
+        let replacing = self.index.contains_key(log_key(zxid)).map_err(io("reading the snapshot index"))?;
+        if !install && !replacing {
+            // Common case, the background snapshot: chunks without a marker
+            // are ignored, so they need no atomicity, and plain inserts do
+            // not take sled's global write lock that log appends wait on.
+            for key in stale {
+                self.chunks.remove(key).map_err(io("writing a snapshot"))?;
+            }
+            for (i, chunk) in chunks.iter().enumerate() {
+                self.chunks.insert(chunk_key(zxid, i as u32), chunk.as_ref()).map_err(io("writing a snapshot"))?;
+            }
+            // Written last: sled recovers a prefix, so a durable marker
+            // implies durable chunks.
+            self.index.insert(log_key(zxid), sealed).map_err(io("writing a snapshot marker"))?;
+            return Ok(SnapshotMeta { zxid, bytes, chunks: count });
+        }
+        let mut chunk_batch = Batch::default();
+        for key in stale {
+            chunk_batch.remove(key);
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            chunk_batch.insert(&chunk_key(zxid, i as u32), chunk.as_ref());
+        }
+        let mut index_batch = Batch::default();
+        index_batch.insert(&log_key(zxid), sealed);
+        let mut log_batch = Batch::default();
+        if install {
+            for item in ordered(INDEX_TREE, "reading the snapshot index", self.index.range(after(zxid))) {
+                let (key, _) = item?;
+                for chunk in self.chunk_keys(zxid_of(INDEX_TREE, &key)?)? {
+                    chunk_batch.remove(chunk);
+                }
+                index_batch.remove(key);
+            }
+            for item in ordered(LOG_TREE, "clearing the log", self.log.iter()) {
+                log_batch.remove(item?.0);
+            }
+        }
+        // Replacing a marked snapshot, or replacing the log, must be atomic:
+        // either intermediate state would lose or mix up committed history.
+        (&self.chunks, &self.index, &self.log)
+            .transaction(|(chunks, index, log)| {
+                chunks.apply_batch(&chunk_batch)?;
+                index.apply_batch(&index_batch)?;
+                log.apply_batch(&log_batch)?;
+                Ok(())
+            })
+            .map_err(tx_err("installing a snapshot"))?;
+        Ok(SnapshotMeta { zxid, bytes, chunks: count })
+    }
+}
+
+impl Source for SledStorage {
+    fn epochs(&self) -> Result<(Epoch, Epoch), StorageError> {
+        Ok((self.read_epoch(ACCEPTED_EPOCH)?, self.read_epoch(CURRENT_EPOCH)?))
+    }
+
+    fn snapshot_zxids(&self) -> Result<Vec<Zxid>, StorageError> {
+        ordered(INDEX_TREE, "reading the snapshot index", self.index.iter())
+            .map(|item| zxid_of(INDEX_TREE, &item?.0))
+            .collect()
+    }
+
+    fn load_snapshot(&self, zxid: Zxid) -> Result<TreeState, StorageError> {
+        let incomplete = |reason: String| StorageError::IncompleteSnapshot { zxid, reason };
+        let marker = self.marker(zxid)?.ok_or_else(|| incomplete("its marker vanished".into()))?;
+        let mut reader = Reader::new();
+        let mut bytes = 0u64;
+        for i in 0..marker.chunks {
+            let chunk = self
+                .chunks
+                .get(chunk_key(zxid, i))
+                .map_err(io("reading a snapshot chunk"))?
+                .ok_or_else(|| incomplete(format!("chunk {i} of {} is missing", marker.chunks)))?;
+            bytes += chunk.len() as u64;
+            reader.feed(&chunk).map_err(|source| StorageError::CorruptSnapshot { zxid, source })?;
+        }
+        if bytes != marker.bytes {
+            return Err(incomplete(format!("chunks hold {bytes} bytes, the marker says {}", marker.bytes)));
+        }
+        reader.finish().map_err(|source| StorageError::CorruptSnapshot { zxid, source })
+    }
+
+    fn log_after(&self, zxid: Zxid) -> Result<Vec<Entry>, StorageError> {
+        let mut out = Vec::new();
+        for item in ordered(LOG_TREE, "reading the log", self.log.range(after(zxid))) {
+            let (key, value) = item?;
+            out.push(Self::decode_entry(&key, &value)?);
+        }
+        Ok(out)
+    }
+}
+
+impl Storage for SledStorage {
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        guarded("recovery", || recovery::recover(self))
+    }
+
+    fn apply(&self, ops: &[StorageOp]) -> Result<(), StorageError> {
+        for op in ops {
+            match op {
+                StorageOp::Append(entries) => self.append(entries)?,
+                StorageOp::TruncateAfter(zxid) => self.truncate_after(*zxid)?,
+                StorageOp::SetAcceptedEpoch(epoch) => self.set_epoch(ACCEPTED_EPOCH, *epoch)?,
+                StorageOp::SetCurrentEpoch(epoch) => self.set_epoch(CURRENT_EPOCH, *epoch)?,
+                StorageOp::InstallSnapshot { zxid, chunks } => {
+                    self.store_snapshot(*zxid, chunks, true)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), StorageError> {
+        self.db.flush().map_err(io("flush"))?;
+        Ok(())
+    }
+
+    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+        let meta = self.store_snapshot(zxid, chunks, false)?;
+        self.db.flush().map_err(io("flushing a snapshot"))?;
+        Ok(meta)
+    }
+
+    fn purge(&self, keep: usize) -> Result<PurgeReport, StorageError> {
+        if keep == 0 {
+            return Err(StorageError::Invalid("purge must keep at least one snapshot".into()));
+        }
+        // A damaged marker fails here: never delete history while the store is damaged.
+        let markers = self.markers()?;
+        if markers.is_empty() {
+            return Ok(PurgeReport::default());
+        }
+        let split = markers.len().saturating_sub(keep);
+        let (old, kept) = markers.split_at(split);
+        let oldest_kept = kept[0].0;
+        let mut index_batch = Batch::default();
+        let mut chunk_batch = Batch::default();
+        for (zxid, marker) in old {
+            index_batch.remove(&log_key(*zxid));
+            for i in 0..marker.chunks {
+                chunk_batch.remove(&chunk_key(*zxid, i));
+            }
+        }
+        // Markers first: a crash between the two leaves unmarked chunks,
+        // which open removes.
+        self.index.apply_batch(index_batch).map_err(io("purging snapshot markers"))?;
+        self.chunks.apply_batch(chunk_batch).map_err(io("purging snapshot chunks"))?;
+        let mut log_batch = Batch::default();
+        let mut entries_removed = 0;
+        for item in ordered(LOG_TREE, "purging the log", self.log.range(..=log_key(oldest_kept))) {
+            log_batch.remove(item?.0);
+            entries_removed += 1;
+        }
+        self.log.apply_batch(log_batch).map_err(io("purging the log"))?;
+        Ok(PurgeReport { snapshots_removed: old.len(), entries_removed })
+    }
+
+    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+        guarded("reading the log", || self.read_log_unguarded(from, limit))
+    }
+
+    fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
+        let first = self.log.first().map_err(io("reading the log head"))?;
+        let last = self.log.last().map_err(io("reading the log tail"))?;
+        match (first, last) {
+            (Some((first, _)), Some((last, _))) => Ok(Some((zxid_of(LOG_TREE, &first)?, zxid_of(LOG_TREE, &last)?))),
+            _ => Ok(None),
+        }
+    }
+
+    fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError> {
+        Ok(self
+            .markers()?
+            .into_iter()
+            .map(|(zxid, marker)| SnapshotMeta { zxid, bytes: marker.bytes, chunks: marker.chunks })
+            .collect())
+    }
+}
+
+impl SledStorage {
+    fn read_log_unguarded(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+        let mut out = Vec::new();
+        for item in ordered(LOG_TREE, "reading the log", self.log.range(log_key(from)..)).take(limit) {
+            let (key, value) = item?;
+            out.push(Self::decode_entry(&key, &value)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Runs `f`, turning a panic inside sled into an error.
+///
+/// sled 0.34 asserts on some damaged on-disk structures instead of returning
+/// an error; a damaged directory must be reported, not crash the process.
+/// The failed handle is dropped with the closure and never used again.
+fn guarded<T>(during: &'static str, f: impl FnOnce() -> Result<T, StorageError>) -> Result<T, StorageError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let reason = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the database engine panicked".into());
+            Err(StorageError::Damaged { during, reason })
+        }
+    }
+}
+
+/// Opens sled, waiting a little while its file lock is still held.
+///
+/// sled 0.34 releases a dropped database's lock only when its background
+/// I/O threads let go of the file, shortly after the drop; a restart inside
+/// one process (tests, the simulation) would otherwise fail at once. A lock
+/// held by a live owner still fails, after [`LOCK_WAIT`].
+pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageError> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match config.open() {
+            Ok(db) => return Ok(db),
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(source) => return Err(StorageError::Io { during: "open", source }),
+        }
+    }
+}
+
+/// Writes a small file and makes it and its directory entry durable.
+fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// A sled scan that checks keys strictly increase: sled 0.34 can revisit
+/// the same keys forever when its tree pages are damaged.
+struct Ordered<I> {
+    inner: I,
+    tree: &'static str,
+    during: &'static str,
+    prev: Option<IVec>,
+    failed: bool,
+}
+
+fn ordered<I>(tree: &'static str, during: &'static str, inner: I) -> Ordered<I> {
+    Ordered { inner, tree, during, prev: None, failed: false }
+}
+
+impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Iterator for Ordered<I> {
+    type Item = Result<(IVec, IVec), StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let item = match self.inner.next()? {
+            Ok(item) => item,
+            Err(source) => {
+                self.failed = true;
+                return Some(Err(StorageError::Io { during: self.during, source }));
+            }
+        };
+        if self.prev.as_ref().is_some_and(|prev| *prev >= item.0) {
+            self.failed = true;
+            return Some(Err(StorageError::CorruptKey {
+                tree: self.tree,
+                key: hex(&item.0),
+                reason: "keys out of order: the tree's pages are damaged".into(),
+            }));
+        }
+        self.prev = Some(item.0.clone());
+        Some(Ok(item))
+    }
+}

@@ -1,0 +1,310 @@
+//! Test harness: real `zabkeeper` processes on free loopback ports, each with
+//! its own temporary data directory, started, killed (SIGKILL, by PID) and
+//! restarted by the tests. Every wait is bounded; every process is stopped
+//! when the harness is dropped.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use zabkeeper::proto::admin::admin_client::AdminClient;
+use zabkeeper::proto::admin::StatusRequest;
+
+/// The server binary built by cargo for these tests.
+pub fn server_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper"))
+}
+
+/// The CLI binary.
+pub fn cli_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_zkctl"))
+}
+
+/// A free port on 127.0.0.1 (the listener is closed before the server binds it).
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// Ports of one member.
+#[derive(Clone, Copy, Debug)]
+pub struct Ports {
+    /// Zab traffic.
+    pub peer: SocketAddr,
+    /// gRPC sessions.
+    pub grpc: SocketAddr,
+    /// ZooKeeper wire protocol.
+    pub client: SocketAddr,
+    /// Admin API.
+    pub admin: SocketAddr,
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// One member process.
+pub struct Member {
+    /// Its id.
+    pub id: u64,
+    /// Its ports.
+    pub ports: Ports,
+    child: Option<Child>,
+}
+
+impl Member {
+    /// The process id, while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process is running.
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(c) => matches!(c.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+}
+
+/// An ensemble of real server processes.
+pub struct Ensemble {
+    /// Holds every data dir and the config file; removed on drop.
+    pub dir: tempfile::TempDir,
+    /// The config file.
+    pub config: PathBuf,
+    /// The members, by position (id = index + 1).
+    pub members: Vec<Member>,
+}
+
+/// Settings the tests may change.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Members.
+    pub size: usize,
+    /// Snapshot interval.
+    pub snapshot_every: u64,
+    /// Extra top-level TOML lines.
+    pub extra: String,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings { size: 3, snapshot_every: 10_000, extra: String::new() }
+    }
+}
+
+impl Ensemble {
+    /// Starts `size` members and waits until one leads and all serve.
+    pub fn start(size: usize) -> Ensemble {
+        Ensemble::start_with(Settings { size, ..Settings::default() })
+    }
+
+    /// Starts an ensemble with `settings`.
+    pub fn start_with(settings: Settings) -> Ensemble {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut toml = format!(
+            "tick_ms = 50\ninit_limit_ticks = 40\nsync_limit_ticks = 20\nmin_session_timeout_ms = 1000\nmax_session_timeout_ms = 60000\nsnapshot_every = {}\nsnapshots_retained = 2\nfour_letter_words = [\"*\"]\n{}\n",
+            settings.snapshot_every, settings.extra
+        );
+        let mut members = Vec::new();
+        for i in 0..settings.size {
+            let id = i as u64 + 1;
+            let ports = Ports {
+                peer: loopback(free_port()),
+                grpc: loopback(free_port()),
+                client: loopback(free_port()),
+                admin: loopback(free_port()),
+            };
+            let data = dir.path().join(format!("zk{id}"));
+            toml.push_str(&format!(
+                "\n[[server]]\nid = {id}\npeer_addr = \"{}\"\ngrpc_addr = \"{}\"\nclient_addr = \"{}\"\nadmin_addr = \"{}\"\ndata_dir = \"{}\"\n",
+                ports.peer,
+                ports.grpc,
+                ports.client,
+                ports.admin,
+                data.display()
+            ));
+            members.push(Member { id, ports, child: None });
+        }
+        let config = dir.path().join("ensemble.toml");
+        std::fs::write(&config, toml).expect("write config");
+        let mut ensemble = Ensemble { dir, config, members };
+        for id in 1..=settings.size as u64 {
+            ensemble.spawn(id);
+        }
+        ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
+        ensemble
+    }
+
+    /// Every member id.
+    pub fn ids(&self) -> Vec<u64> {
+        self.members.iter().map(|m| m.id).collect()
+    }
+
+    /// A member.
+    pub fn member(&mut self, id: u64) -> &mut Member {
+        &mut self.members[id as usize - 1]
+    }
+
+    /// The data dir of a member.
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("zk{id}"))
+    }
+
+    /// The gRPC connect string of the given members.
+    pub fn grpc(&self, ids: &[u64]) -> String {
+        ids.iter().map(|id| self.members[*id as usize - 1].ports.grpc.to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    /// The gRPC connect string of every member.
+    pub fn grpc_all(&self) -> String {
+        self.grpc(&self.ids())
+    }
+
+    /// The ZooKeeper-protocol connect string of the given members.
+    pub fn zookeeper(&self, ids: &[u64]) -> String {
+        ids.iter().map(|id| self.members[*id as usize - 1].ports.client.to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Starts member `id` and waits for its "ready" line (bounded).
+    pub fn spawn(&mut self, id: u64) {
+        let config = self.config.clone();
+        let log = self.dir.path().join(format!("zk{id}.log"));
+        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
+        let mut child = Command::new(server_binary())
+            .arg("--config")
+            .arg(&config)
+            .arg("--id")
+            .arg(id.to_string())
+            .env("ZABKEEPER_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start zabkeeper");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if line.contains("ready") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+            let _ = child.kill();
+            panic!("member {id} did not start; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        self.member(id).child = Some(child);
+    }
+
+    /// SIGKILLs member `id` (by its PID) and waits for it to exit.
+    pub fn kill(&mut self, id: u64) {
+        if let Some(mut child) = self.member(id).child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERMs member `id` and waits (bounded) for a clean exit; returns its exit status.
+    pub fn terminate(&mut self, id: u64) -> Option<std::process::ExitStatus> {
+        let mut child = self.member(id).child.take()?;
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+
+    /// Restarts a killed member.
+    pub fn restart(&mut self, id: u64) {
+        self.kill(id);
+        self.spawn(id);
+    }
+
+    /// Asks one member for its status over the admin API.
+    pub async fn status(&self, id: u64) -> Option<zabkeeper::proto::admin::StatusReply> {
+        let addr = self.members[id as usize - 1].ports.admin;
+        let mut client = tokio::time::timeout(Duration::from_secs(2), AdminClient::connect(format!("http://{addr}")))
+            .await
+            .ok()?
+            .ok()?;
+        let reply = tokio::time::timeout(Duration::from_secs(2), client.status(StatusRequest {})).await.ok()?.ok()?;
+        Some(reply.into_inner())
+    }
+
+    /// Waits (bounded) until the given members serve with one leader among them.
+    pub fn wait_serving(&self, ids: Vec<u64>, limit: Duration) -> u64 {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(self.wait_serving_async(&ids, limit))
+    }
+
+    /// Async form of [`Ensemble::wait_serving`]; returns the leader's id.
+    pub async fn wait_serving_async(&self, ids: &[u64], limit: Duration) -> u64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let mut leader = None;
+            let mut serving = 0;
+            for &id in ids {
+                if let Some(s) = self.status(id).await {
+                    if s.serving {
+                        serving += 1;
+                        if s.role == "leader" || s.role == "standalone" {
+                            leader = Some(id);
+                        }
+                    }
+                }
+            }
+            if let (Some(leader), true) = (leader, serving == ids.len()) {
+                return leader;
+            }
+            assert!(Instant::now() < deadline, "members {ids:?} not serving within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The current leader among running members (bounded wait).
+    pub async fn leader(&self, limit: Duration) -> u64 {
+        let deadline = Instant::now() + limit;
+        loop {
+            for m in &self.members {
+                if let Some(s) = self.status(m.id).await {
+                    if s.serving && (s.role == "leader" || s.role == "standalone") {
+                        return m.id;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "no leader within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The member's log file (for failure messages).
+    pub fn log(&self, id: u64) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("zk{id}.log"))).unwrap_or_default()
+    }
+
+    /// The config path.
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+}
+
+impl Drop for Ensemble {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut child) = m.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Starting a whole replica: storage, the owner task, and every listener,
+//! until a shutdown signal; then a clean stop (clients told, log flushed).
+
+use super::config::ServerConfig;
+use super::{start, ServerError};
+use crate::rpc::admin::AdminService;
+use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
+use crate::rpc::peer::PeerService;
+use crate::proto::{admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer};
+use crate::server::transport::MAX_PEER_MESSAGE;
+use crate::storage::Storage;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_stream::wrappers::TcpListenerStream;
+
+async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
+    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind { addr, what, source })
+}
+
+/// The addresses a running replica listens on (ports resolved when 0 was asked).
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// Replica traffic.
+    pub peer: SocketAddr,
+    /// gRPC client sessions.
+    pub grpc: SocketAddr,
+    /// Admin API.
+    pub admin: Option<SocketAddr>,
+    /// ZooKeeper wire protocol.
+    pub client: Option<SocketAddr>,
+}
+
+/// Runs one replica until `shutdown` resolves or its storage fails.
+/// `on_bound` is told the listening addresses once every port is open.
+pub async fn serve(
+    config: ServerConfig,
+    storage: Arc<dyn Storage>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), ServerError> {
+    let me = config.me().clone();
+    let members = config.members.iter().map(|m| m.id).collect();
+    // Bind everything first so a busy port fails fast with a clear message.
+    let peer_listener = bind(me.peer_addr, "peer_addr").await?;
+    let grpc_listener = bind(me.grpc_addr, "grpc_addr").await?;
+    let admin_listener = match me.admin_addr {
+        Some(addr) => Some(bind(addr, "admin_addr").await?),
+        None => None,
+    };
+    let client_listener = match me.client_addr {
+        Some(addr) => Some(bind(addr, "client_addr").await?),
+        None => None,
+    };
+    let bound = Bound {
+        peer: peer_listener.local_addr().map_err(|source| ServerError::Bind { addr: me.peer_addr, what: "peer_addr", source })?,
+        grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind { addr: me.grpc_addr, what: "grpc_addr", source })?,
+        admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
+    };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let started = start(config, storage, stop_rx.clone())?;
+    let handle = started.handle.clone();
+
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let peer = PeerService::new(handle.events.clone(), started.inbound.clone(), members);
+    let peer_server = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(PeerServer::new(peer).max_decoding_message_size(MAX_PEER_MESSAGE).max_encoding_message_size(MAX_PEER_MESSAGE))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(peer_listener), stopped(stop_rx.clone()));
+    let client = ClientService::new(handle.clone());
+    let client_server = tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(MAX_CLIENT_MESSAGE))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc_listener), stopped(stop_rx.clone()));
+    let mut tasks = vec![tokio::spawn(async move { peer_server.await.map_err(|e| e.to_string()) })];
+    tasks.push(tokio::spawn(async move { client_server.await.map_err(|e| e.to_string()) }));
+    if let Some(listener) = admin_listener {
+        let admin = AdminService::new(handle.clone());
+        let admin_server = tonic::transport::Server::builder()
+            .add_service(AdminServer::new(admin))
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped(stop_rx.clone()));
+        tasks.push(tokio::spawn(async move { admin_server.await.map_err(|e| e.to_string()) }));
+    }
+    if let Some(listener) = client_listener {
+        tasks.push(tokio::spawn(crate::wire::listener::run(listener, handle.clone(), stop_rx.clone())));
+    }
+    on_bound(bound);
+
+    let mut owner = started.owner;
+    let result = tokio::select! {
+        _ = shutdown => {
+            let _ = stop_tx.send(true);
+            owner.await.unwrap_or(Ok(()))
+        }
+        result = &mut owner => {
+            let _ = stop_tx.send(true);
+            result.unwrap_or(Ok(()))
+        }
+    };
+    for task in tasks {
+        let _ = task.await;
+    }
+    result
+}

@@ -1,0 +1,226 @@
+//! The properties checked after every simulation step, named after the
+//! invariants of ZooKeeper's Zab TLA+ specification
+//! (`zookeeper-specifications/protocol-spec/doc.md`).
+//!
+//! The oracle keeps the one global history every replica must agree with:
+//! each committed zxid with its transaction, in order, and the tree digest
+//! after it. Replicas report what they apply; any disagreement is a failure.
+
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::txn::{Txn, TxnBody};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Violation {
+    /// Leadership: two replicas led the same epoch.
+    #[error("Leadership: epoch {epoch} established by both {first} and {second}")]
+    TwoLeaders {
+        /// The epoch.
+        epoch: Epoch,
+        /// The first leader seen.
+        first: ServerId,
+        /// The second.
+        second: ServerId,
+    },
+    /// Agreement: one zxid, two transactions.
+    #[error("Agreement: replica {node} applied a different transaction at {zxid:?}")]
+    Disagreement {
+        /// The replica.
+        node: ServerId,
+        /// The zxid.
+        zxid: Zxid,
+    },
+    /// PrefixConsistency / TotalOrder: a replica skipped or reordered committed transactions.
+    #[error("PrefixConsistency: replica {node} applied {zxid:?} after {previous:?}, expected {expected:?}")]
+    OutOfOrder {
+        /// The replica.
+        node: ServerId,
+        /// What it applied.
+        zxid: Zxid,
+        /// What it applied before.
+        previous: Zxid,
+        /// What the history says comes next.
+        expected: Option<Zxid>,
+    },
+    /// Replicas at the same point hold different trees.
+    #[error("state agreement: replica {node} at {zxid:?} has digest {found:x}, history says {expected:x}")]
+    Diverged {
+        /// The replica.
+        node: ServerId,
+        /// The point.
+        zxid: Zxid,
+        /// Its digest.
+        found: u64,
+        /// The digest others had there.
+        expected: u64,
+    },
+    /// A snapshot installed or recovered at a point the history does not know.
+    #[error("replica {node} resumed from unknown point {zxid:?}")]
+    UnknownSnapshot {
+        /// The replica.
+        node: ServerId,
+        /// The point.
+        zxid: Zxid,
+    },
+    /// Durability: an acknowledged write is not durable on a quorum.
+    #[error("Durability: acknowledged write {what} at {zxid:?} is durable on {durable} replicas, quorum is {quorum}")]
+    NotDurable {
+        /// The write.
+        what: String,
+        /// Its zxid.
+        zxid: Zxid,
+        /// Replicas holding it durably.
+        durable: usize,
+        /// Quorum size.
+        quorum: usize,
+    },
+    /// An acknowledged write is in no committed transaction.
+    #[error("Integrity: acknowledged write {0} was never committed")]
+    AckedNotCommitted(String),
+    /// A session saw its replies out of order.
+    #[error("FIFO client order: client {client} got a reply to xid {got} while waiting for {expected}")]
+    ReplyOrder {
+        /// The client.
+        client: usize,
+        /// The xid answered.
+        got: i32,
+        /// The xid expected first.
+        expected: i32,
+    },
+    /// A session read behind its own acknowledged write.
+    #[error("sequential consistency: client {client} does not see its own acknowledged write {path}")]
+    StaleRead {
+        /// The client.
+        client: usize,
+        /// The path.
+        path: String,
+    },
+    /// The ensemble did not converge after healing.
+    #[error("liveness: {0}")]
+    NoProgress(String),
+}
+
+#[derive(Default, Clone, Copy)]
+struct NodeCursor {
+    /// Index in the history of the next transaction this replica must apply.
+    next: usize,
+    last: Zxid,
+}
+
+/// The global history and per-replica cursors.
+#[derive(Default)]
+pub struct Oracle {
+    order: Vec<Zxid>,
+    txns: HashMap<Zxid, (usize, Arc<Txn>)>,
+    digests: HashMap<Zxid, u64>,
+    creates: HashMap<String, Zxid>,
+    cursors: BTreeMap<ServerId, NodeCursor>,
+    leaders: BTreeMap<Epoch, ServerId>,
+}
+
+impl Oracle {
+    /// Number of committed transactions seen.
+    pub fn committed(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Number of epochs with an established leader.
+    pub fn epochs(&self) -> usize {
+        self.leaders.len()
+    }
+
+    /// The zxid of the committed transaction that created `path`.
+    pub fn created_at(&self, path: &str) -> Option<Zxid> {
+        self.creates.get(path).copied()
+    }
+
+    /// Leadership: records that `node` serves as established leader of `epoch`.
+    pub fn leader(&mut self, epoch: Epoch, node: ServerId) -> Result<(), Violation> {
+        match self.leaders.get(&epoch) {
+            Some(&first) if first != node => Err(Violation::TwoLeaders { epoch, first, second: node }),
+            Some(_) => Ok(()),
+            None => {
+                self.leaders.insert(epoch, node);
+                Ok(())
+            }
+        }
+    }
+
+    /// A replica (re)starts from, or installs, a snapshot at `zxid`.
+    pub fn resume(&mut self, node: ServerId, zxid: Zxid) -> Result<(), Violation> {
+        let next = if zxid == Zxid::ZERO {
+            0
+        } else {
+            match self.txns.get(&zxid) {
+                Some((index, _)) => index + 1,
+                None => return Err(Violation::UnknownSnapshot { node, zxid }),
+            }
+        };
+        self.cursors.insert(node, NodeCursor { next, last: zxid });
+        Ok(())
+    }
+
+    /// PrefixConsistency and Agreement: a replica applied `txn` at `zxid`.
+    pub fn applied(&mut self, node: ServerId, zxid: Zxid, txn: &Arc<Txn>) -> Result<(), Violation> {
+        let cursor = self.cursors.get(&node).copied().unwrap_or_default();
+        match self.txns.get(&zxid) {
+            Some((index, known)) => {
+                if **known != **txn {
+                    return Err(Violation::Disagreement { node, zxid });
+                }
+                if *index != cursor.next {
+                    return Err(Violation::OutOfOrder {
+                        node,
+                        zxid,
+                        previous: cursor.last,
+                        expected: self.order.get(cursor.next).copied(),
+                    });
+                }
+            }
+            None => {
+                if cursor.next != self.order.len() || self.order.last().is_some_and(|last| *last >= zxid) {
+                    return Err(Violation::OutOfOrder {
+                        node,
+                        zxid,
+                        previous: cursor.last,
+                        expected: self.order.get(cursor.next).copied(),
+                    });
+                }
+                self.order.push(zxid);
+                self.txns.insert(zxid, (self.order.len() - 1, txn.clone()));
+                self.index_creates(zxid, &txn.body);
+            }
+        }
+        let index = self.txns[&zxid].0;
+        self.cursors.insert(node, NodeCursor { next: index + 1, last: zxid });
+        Ok(())
+    }
+
+    fn index_creates(&mut self, zxid: Zxid, body: &TxnBody) {
+        match body {
+            TxnBody::Create { path, .. } => {
+                self.creates.insert(path.clone(), zxid);
+            }
+            TxnBody::Multi(ops) => {
+                for op in ops {
+                    self.index_creates(zxid, op);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// State agreement: a replica at `zxid` holds a tree with `digest`.
+    pub fn digest(&mut self, node: ServerId, zxid: Zxid, digest: u64) -> Result<(), Violation> {
+        match self.digests.get(&zxid) {
+            Some(&expected) if expected != digest => Err(Violation::Diverged { node, zxid, found: digest, expected }),
+            Some(_) => Ok(()),
+            None => {
+                self.digests.insert(zxid, digest);
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! Runs many seeded schedules. `SIM_SEED=<n>` replays one; `SIM_SEEDS=<n>`
+//! changes how many run (default keeps `make test` short).
+
+use super::*;
+
+fn seeds(default: u64) -> Vec<u64> {
+    if let Ok(seed) = std::env::var("SIM_SEED") {
+        return vec![seed.parse().expect("SIM_SEED is a number")];
+    }
+    let count = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    (0..count).map(|i| 0x5eed_0000 + i).collect()
+}
+
+fn run_all(nodes: u64, default: u64) {
+    let mut total = Report::default();
+    let seeds = seeds(default);
+    for &seed in &seeds {
+        match Simulation::new(seed, Options::faulty(nodes)).run() {
+            Ok(r) => {
+                total.committed += r.committed;
+                total.crashes += r.crashes;
+                total.partitions += r.partitions;
+                total.acked_writes += r.acked_writes;
+                total.epochs += r.epochs;
+            }
+            Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test --lib sim::tests", f.seed),
+        }
+    }
+    println!(
+        "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions",
+        seeds.len(),
+        total.committed,
+        total.acked_writes,
+        total.epochs,
+        total.crashes,
+        total.partitions
+    );
+    assert!(total.acked_writes > 0, "the workload made no progress at all");
+}
+
+#[test]
+fn three_replicas_survive_faults() {
+    run_all(3, 60);
+}
+
+#[test]
+fn five_replicas_survive_faults() {
+    run_all(5, 30);
+}
+
+#[test]
+fn a_quiet_network_commits_everything() {
+    let mut options = Options::faulty(3);
+    options.faults = network::Faults::none();
+    options.crash = 0.0;
+    options.partition = 0.0;
+    let report = Simulation::new(1, options).run().unwrap();
+    assert!(report.acked_writes > 50, "{report:?}");
+    assert_eq!(report.epochs, 1, "one leader for the whole run");
+}

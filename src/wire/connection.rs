@@ -1,0 +1,237 @@
+//! One ZooKeeper client connection: a reader that turns frames into requests
+//! for the replica, and a writer that turns the replica's messages into frames.
+//!
+//! The replica answers a connection's requests strictly in order, so the
+//! reader hands the writer each request's reply shape (and arrival time) in
+//! the same order, through a queue; the writer pairs them with the replies.
+//! Watch events travel on the same ordered channel as replies, which is what
+//! lets a client see an event before any later read that observes its change.
+//! A frame over the limit or a header that cannot be read closes this
+//! connection only, with a log line; every other connection carries on.
+
+use super::codec::{self, Decoded, ReplyShape};
+use super::four_letter::four_letter_word;
+use super::frame::{check_frame, FrameStatus, LEN_PREFIX};
+use super::opcode::OpCode;
+use super::records::ConnectResponse;
+use crate::error::{ErrorCode, ZkError};
+use crate::replica::{ClientMessage, ConnectRequest};
+use crate::server::{Event, ServerHandle, CLIENT_QUEUE};
+use crate::tree::acl::Id;
+use bytes::{Buf, BytesMut};
+use std::net::SocketAddr;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+/// Bytes a frame may carry beyond the largest node data (paths, ACLs, headers).
+pub const FRAME_SLACK: usize = 64 * 1024;
+
+/// How the writer must answer one request, in request order.
+struct Pending {
+    xid: i32,
+    /// `None`: a request the reader rejected, answered header-only.
+    shape: Option<ReplyShape>,
+    arrived: Instant,
+}
+
+/// Serves one accepted socket until either side closes it.
+pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mut stop: watch::Receiver<bool>) {
+    let _ = socket.set_nodelay(true);
+    let (mut reader, mut writer) = socket.into_split();
+    let max_frame = handle.config.max_data_bytes + FRAME_SLACK;
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+
+    // The first four bytes are either a length prefix or a four-letter word.
+    while buf.len() < LEN_PREFIX {
+        match reader.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+    let first: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
+    if let Some(word) = four_letter_word(first) {
+        let text = super::answers::answer(word, &handle).await;
+        let _ = writer.write_all(text.as_bytes()).await;
+        let _ = writer.shutdown().await;
+        return;
+    }
+
+    let connect = loop {
+        match check_frame(&buf, max_frame) {
+            FrameStatus::Frame { payload, consumed } => {
+                let decoded = codec::decode_connect(payload);
+                buf.advance(consumed);
+                match decoded {
+                    Ok(c) => break c,
+                    Err(e) => {
+                        tracing::info!(%peer, error = %e, "malformed ConnectRequest; closing");
+                        return;
+                    }
+                }
+            }
+            FrameStatus::Incomplete { .. } => match reader.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
+                tracing::info!(%peer, len, "ConnectRequest length out of range; closing");
+                return;
+            }
+        }
+    };
+
+    let conn = handle.next_conn();
+    let (tx, rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
+    let (pending_tx, pending_rx) = mpsc::unbounded_channel::<Pending>();
+    let mut writer_task = tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone()));
+    let request = ConnectRequest {
+        session_id: connect.session_id,
+        password: connect.passwd.clone(),
+        timeout_ms: connect.timeout_ms,
+        last_zxid_seen: connect.last_zxid_seen,
+    };
+    let identities = vec![Id::new("ip", peer.ip().to_string())];
+    if handle.events.send(Event::Connect { conn, request, identities, tx }).await.is_err() {
+        return;
+    }
+
+    'read: loop {
+        // Serve every whole frame already buffered (clients pipeline).
+        loop {
+            match check_frame(&buf, max_frame) {
+                FrameStatus::Frame { payload, consumed } => {
+                    let decoded = codec::decode_request(payload);
+                    buf.advance(consumed);
+                    let event = match decoded {
+                        Ok(Decoded::Request(r)) => {
+                            let _ = pending_tx.send(Pending { xid: r.xid, shape: Some(r.shape), arrived: Instant::now() });
+                            Event::Request { conn, xid: r.xid, tag: 0, op: r.op }
+                        }
+                        Ok(Decoded::Rejected { xid, code, error, .. }) => {
+                            tracing::debug!(%peer, xid, error = %error, "rejected request");
+                            let _ = pending_tx.send(Pending { xid, shape: None, arrived: Instant::now() });
+                            Event::BadRequest { conn, xid, tag: 0, error: ZkError::with_reason(code, "", error.to_string()) }
+                        }
+                        Ok(Decoded::Unsupported { xid, opcode, code }) => {
+                            tracing::debug!(%peer, xid, opcode, "unsupported opcode");
+                            let _ = pending_tx.send(Pending { xid, shape: None, arrived: Instant::now() });
+                            Event::BadRequest { conn, xid, tag: 0, error: ZkError::new(code, "") }
+                        }
+                        Err(e) => {
+                            tracing::info!(%peer, error = %e, "unreadable request header; closing this connection");
+                            break 'read;
+                        }
+                    };
+                    handle.stats.received();
+                    if handle.events.send(event).await.is_err() {
+                        break 'read;
+                    }
+                }
+                FrameStatus::Incomplete { .. } => break,
+                FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
+                    tracing::warn!(%peer, len, max_frame, "frame length out of range; closing this connection");
+                    break 'read;
+                }
+            }
+        }
+        tokio::select! {
+            read = reader.read_buf(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            },
+            _ = &mut writer_task => break,
+            _ = crate::server::stopped(&mut stop) => break,
+        }
+    }
+    let _ = handle.events.send(Event::Disconnect { conn }).await;
+    // The writer ends once the owner drops this connection's sender.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
+}
+
+/// Writes the replica's messages as frames, batching whatever is ready.
+async fn write_loop(
+    mut socket: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<ClientMessage>,
+    mut pending: mpsc::UnboundedReceiver<Pending>,
+    connect: super::records::ConnectRequest,
+    handle: ServerHandle,
+) {
+    let mut out = Vec::with_capacity(8 * 1024);
+    while let Some(first) = rx.recv().await {
+        let mut close = encode(first, &mut out, &mut pending, &connect, &handle).await;
+        while !close {
+            match rx.try_recv() {
+                Ok(msg) => close = encode(msg, &mut out, &mut pending, &connect, &handle).await,
+                Err(_) => break,
+            }
+        }
+        if !out.is_empty() && socket.write_all(&out).await.is_err() {
+            return;
+        }
+        out.clear();
+        if close {
+            let _ = socket.shutdown().await;
+            return;
+        }
+    }
+    let _ = socket.shutdown().await;
+}
+
+/// Appends the frame(s) for one message; true when the connection must close after them.
+async fn encode(
+    msg: ClientMessage,
+    out: &mut Vec<u8>,
+    pending: &mut mpsc::UnboundedReceiver<Pending>,
+    connect: &super::records::ConnectRequest,
+    handle: &ServerHandle,
+) -> bool {
+    handle.stats.sent();
+    match msg {
+        ClientMessage::Connected { session, password, timeout_ms, .. } => {
+            let response = ConnectResponse::accept(connect, timeout_ms, session.0, password, false);
+            out.extend_from_slice(&codec::encode_connect_response(&response));
+            false
+        }
+        ClientMessage::ConnectFailed { error, reason } => {
+            if error == ErrorCode::SessionExpired {
+                // ZooKeeper answers an unknown session with timeout 0; the client reports Expired.
+                out.extend_from_slice(&codec::encode_connect_response(&ConnectResponse::expired(connect, false)));
+            } else {
+                tracing::debug!(error = %error, reason, "refusing connection");
+            }
+            true
+        }
+        ClientMessage::Reply { xid, zxid, reply, .. } => {
+            let Some(p) = pending.recv().await else { return true };
+            if p.xid != xid {
+                tracing::error!(expected = p.xid, got = xid, "reply out of order; closing the connection");
+                return true;
+            }
+            handle.stats.latency(p.arrived.elapsed());
+            match p.shape {
+                Some(shape) => {
+                    let auth_failed = shape.opcode == OpCode::Auth && reply.is_err();
+                    codec::encode_reply_into(out, xid, zxid.as_i64(), &shape, &reply);
+                    // ZooKeeper closes the connection after a failed auth.
+                    auth_failed
+                }
+                None => {
+                    let code = reply.err().map_or(ErrorCode::Ok, |e| e.code);
+                    out.extend_from_slice(&codec::encode_error_reply(xid, zxid.as_i64(), code));
+                    false
+                }
+            }
+        }
+        ClientMessage::Event(event) => {
+            codec::encode_notification_into(out, &event);
+            false
+        }
+        ClientMessage::Close { error, reason } => {
+            tracing::debug!(error = %error, reason, "server closes the connection");
+            true
+        }
+    }
+}
