@@ -258,7 +258,7 @@ pub(crate) async fn open(hosts: Vec<ServerAddr>, settings: Settings) -> Result<H
         match result {
             Ok((link, connected)) => {
                 tracing::debug!(server = %server, session = format_args!("{:#x}", connected.session_id), timeout_ms = connected.timeout_ms, "session established");
-                let shared = Arc::new(Shared::new(connected.session_id, connected.timeout_ms));
+                let shared = Arc::new(Shared::new(connected.session_id, connected.timeout_ms, link.server.clone()));
                 let (commands_tx, commands) = mpsc::channel(settings.max_pending.max(1));
                 let (control_tx, control) = mpsc::unbounded_channel();
                 let task = Connection {
@@ -664,6 +664,7 @@ impl Connection {
                     self.current = host;
                     self.password = connected.password;
                     self.shared.set_timeout_ms(connected.timeout_ms);
+                    self.shared.set_server(&link.server);
                     self.last_heard = Instant::now();
                     match self.restore(&mut link) {
                         Ok(()) => {

@@ -72,6 +72,7 @@ async fn create_get_set_delete_round_trip() {
     assert_eq!(c.state(), ConnectionState::Connected);
     assert_ne!(c.session_id(), 0);
     assert_eq!(c.session_timeout(), Duration::from_secs(3));
+    assert_eq!(c.server(), server.address());
     let (path, stat) = c.create_with_stat("/a", b"one", CreateMode::Persistent, &open_acl()).await.unwrap();
     assert_eq!(path, "/a");
     assert_eq!(stat.version, 0);

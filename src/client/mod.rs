@@ -508,6 +508,11 @@ impl Client {
         self.inner.shared.timeout()
     }
 
+    /// The server (`host:port`) of the current connection, or of the last one while disconnected.
+    pub fn server(&self) -> String {
+        self.inner.shared.server()
+    }
+
     /// The highest zxid this client has seen in an answer.
     pub fn last_zxid(&self) -> i64 {
         self.inner.shared.last_zxid()
@@ -534,6 +539,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("session_id", &format_args!("{:#x}", self.session_id()))
             .field("state", &self.state())
+            .field("server", &self.server())
             .field("last_zxid", &format_args!("{:#x}", self.last_zxid()))
             .finish()
     }

@@ -4,6 +4,7 @@
 use futures::Stream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
@@ -49,19 +50,21 @@ pub(crate) struct Shared {
     session_id: AtomicI64,
     timeout_ms: AtomicI32,
     last_zxid: AtomicI64,
+    server: Mutex<String>,
     state_tx: watch::Sender<ConnectionState>,
     transitions: broadcast::Sender<ConnectionState>,
 }
 
 impl Shared {
     /// Starts in `Connected`: a client exists only once its first connect succeeded.
-    pub(crate) fn new(session_id: i64, timeout_ms: i32) -> Shared {
+    pub(crate) fn new(session_id: i64, timeout_ms: i32, server: String) -> Shared {
         let (state_tx, _) = watch::channel(ConnectionState::Connected);
         let (transitions, _) = broadcast::channel(TRANSITIONS_BUFFERED);
         Shared {
             session_id: AtomicI64::new(session_id),
             timeout_ms: AtomicI32::new(timeout_ms),
             last_zxid: AtomicI64::new(0),
+            server: Mutex::new(server),
             state_tx,
             transitions,
         }
@@ -82,6 +85,23 @@ impl Shared {
     /// The negotiated session timeout.
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(u64::try_from(self.timeout_ms()).unwrap_or(0))
+    }
+
+    /// The server of the current (or last) connection.
+    pub(crate) fn server(&self) -> String {
+        // A poisoned lock only means a panic elsewhere; the name is still readable.
+        match self.server.lock() {
+            Ok(name) => name.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    pub(crate) fn set_server(&self, server: &str) {
+        let mut name = match self.server.lock() {
+            Ok(name) => name,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        server.clone_into(&mut name);
     }
 
     pub(crate) fn last_zxid(&self) -> i64 {
@@ -162,7 +182,7 @@ mod tests {
 
     #[tokio::test]
     async fn transitions_are_streamed_in_order_and_stop_at_a_terminal_state() {
-        let shared = Shared::new(7, 3000);
+        let shared = Shared::new(7, 3000, "h:1".into());
         let mut stream = shared.transitions();
         shared.set_state(ConnectionState::Disconnected);
         shared.set_state(ConnectionState::Disconnected);
@@ -181,8 +201,10 @@ mod tests {
     }
 
     #[test]
-    fn last_zxid_only_moves_forward() {
-        let shared = Shared::new(1, 1000);
+    fn last_zxid_only_moves_forward_and_the_server_is_recorded() {
+        let shared = Shared::new(1, 1000, "h:1".into());
+        shared.set_server("h:2");
+        assert_eq!(shared.server(), "h:2");
         shared.observe_zxid(10);
         shared.observe_zxid(4);
         assert_eq!(shared.last_zxid(), 10);
