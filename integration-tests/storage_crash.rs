@@ -6,7 +6,8 @@
 //! the store's directory in an environment variable). The writer appends
 //! batches of real transactions, flushes, and only then prints `ack <zxid>`;
 //! a background thread saves snapshots and purges meanwhile, as the server
-//! will. The parent kills it at several points, each round reopening the same
+//! will, and now and then the writer installs a snapshot over its log, as a
+//! follower does when a leader syncs it with SNAP. The parent kills it at several points, each round reopening the same
 //! store, so later rounds also cover resuming after a crash. The workload is
 //! deterministic, so the parent can regenerate exactly what was written.
 
@@ -132,6 +133,13 @@ fn crash_writer_child() {
         store.flush().expect("writer: flush");
         // Only now is the batch durable, so only now may it be acknowledged.
         println!("ack {}", last.0);
+        if batch.is_multiple_of(60) {
+            // As a follower's SNAP sync does: the store is replaced by a
+            // snapshot at the last zxid and the log is dropped, atomically.
+            let (chunks, _) = snapshot::to_chunks(&workload.tree.snapshot(), 32 * 1024);
+            store.apply(&[StorageOp::InstallSnapshot { zxid: last, chunks }]).expect("writer: install");
+            store.flush().expect("writer: flush the install");
+        }
         if batch.is_multiple_of(25) {
             // The tree after a flush is committed state; skip if the last one is still being written.
             let _ = snapshots.try_send(workload.tree.snapshot());

@@ -621,22 +621,29 @@ mod sled_damage {
     #[test]
     fn unfinished_snapshot_is_ignored_and_removed() {
         let (mut h, history) = filled(10);
-        let chunks = history.chunks_at(z(7));
+        let complete = h.store().save_snapshot(z(5), &history.chunks_at(z(5))).expect("snapshot");
+        let unfinished = [z(3), z(7)];
+        let chunks: Vec<Vec<Bytes>> = unfinished.iter().map(|at| history.chunks_at(*at)).collect();
         h.edit_raw(|db| {
-            // A write cut short: chunks but no marker.
+            // Writes cut short, below and above the complete one: chunks but no marker.
             let tree = SledHarness::tree(db, sled_store::CHUNK_TREE);
-            for (i, chunk) in chunks.iter().enumerate().take(2) {
-                tree.insert(sled_store::chunk_key(z(7), i as u32), chunk.as_ref()).expect("write");
+            for (at, chunks) in unfinished.iter().zip(&chunks) {
+                for (i, chunk) in chunks.iter().enumerate().take(2) {
+                    tree.insert(sled_store::chunk_key(*at, i as u32), chunk.as_ref()).expect("write");
+                }
             }
         })
         .expect("reopen");
-        assert!(h.store().snapshots().expect("list").is_empty());
+        assert_eq!(h.store().snapshots().expect("list"), vec![complete]);
         let recovered = h.store().recover().expect("recover");
-        assert!(recovered.snapshot.is_none());
+        assert_eq!(recovered.snapshot_zxid(), z(5));
         assert_rebuilds(&recovered, &history, z(10));
         h.store = None;
         let db = raw_open(&h.path());
-        assert!(SledHarness::tree(&db, sled_store::CHUNK_TREE).is_empty(), "open removed the orphan chunks");
+        let left: Vec<Vec<u8>> =
+            SledHarness::tree(&db, sled_store::CHUNK_TREE).iter().keys().map(|k| k.expect("key").to_vec()).collect();
+        let expected: Vec<Vec<u8>> = (0..complete.chunks).map(|i| sled_store::chunk_key(z(5), i).to_vec()).collect();
+        assert_eq!(left, expected, "open removed exactly the unmarked chunks");
     }
 
     #[test]

@@ -3,15 +3,22 @@
 //! Four trees: `log` (zxid as 8 big-endian bytes → `txn::codec::encode`),
 //! `meta` (the two epochs as 4 big-endian bytes, and a format marker),
 //! `snapshots` (zxid ‖ chunk index, 8 + 4 big-endian bytes → chunk) and
-//! `snapshot_index` (zxid → a sealed [`Marker`]). A marker is written only
-//! after every chunk of its snapshot, so a snapshot without one is an
-//! unfinished write: it is never loaded and its chunks are removed at open.
+//! `snapshot_index` (zxid → a sealed completion marker: chunk count and
+//! bytes). A marker is written only after every chunk of its snapshot, so a
+//! snapshot without one is an unfinished write: it is never loaded and its
+//! chunks are removed at open.
 //!
 //! Crash safety rests on two properties of sled 0.34: recovery restores a
 //! prefix of the write history (it stops at the first torn record), and a
 //! batch or multi-tree transaction is recovered whole or not at all. Every
 //! operation below is therefore arranged so that each prefix of its writes
 //! is a state recovery accepts.
+//!
+//! What the runtime should know about sled here: `flush` fsyncs the one
+//! write-ahead log shared by all trees, so it also writes whatever snapshot
+//! chunks a background save inserted since the last flush; batches and
+//! transactions take a database-wide write lock (plain inserts do not); and
+//! a dropped handle releases its file lock only shortly after the drop.
 
 use super::recovery::{self, Source};
 use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError, StorageOp};
@@ -25,7 +32,7 @@ use sled::transaction::{TransactionError, Transactional};
 use sled::{Batch, IVec};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Name of the log tree.
 pub(crate) const LOG_TREE: &str = "log";
@@ -69,6 +76,9 @@ pub struct SledStorage {
     chunks: sled::Tree,
     index: sled::Tree,
     path: Arc<PathBuf>,
+    /// Serializes snapshot writes and purges: a background save and a
+    /// leader's install at the same zxid must not interleave their chunks.
+    snapshot_lock: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for SledStorage {
@@ -173,6 +183,7 @@ impl SledStorage {
                 index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
                 db,
                 path: Arc::new(path.to_path_buf()),
+                snapshot_lock: Arc::new(Mutex::new(())),
             };
             store.check_format(has_sidecar)?;
             store.remove_unfinished_snapshots()?;
@@ -279,6 +290,11 @@ impl SledStorage {
         Ok(())
     }
 
+    fn lock_snapshots(&self) -> MutexGuard<'_, ()> {
+        // The lock guards no data, so a panic while it was held leaves nothing inconsistent.
+        self.snapshot_lock.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn read_epoch(&self, key: &'static str) -> Result<Epoch, StorageError> {
         let Some(value) = self.meta.get(key).map_err(io("reading an epoch"))? else {
             return Ok(0);
@@ -377,6 +393,7 @@ impl SledStorage {
     /// Stores a snapshot and its marker. `install` also drops the whole log
     /// and any snapshot above `zxid` (a leader's SNAP replaces local history).
     fn store_snapshot(&self, zxid: Zxid, chunks: &[Bytes], install: bool) -> Result<SnapshotMeta, StorageError> {
+        let _serialized = self.lock_snapshots();
         let count = u32::try_from(chunks.len())
             .map_err(|_| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
         if count == 0 {
@@ -519,6 +536,7 @@ impl Storage for SledStorage {
         if keep == 0 {
             return Err(StorageError::Invalid("purge must keep at least one snapshot".into()));
         }
+        let _serialized = self.lock_snapshots();
         // A damaged marker fails here: never delete history while the store is damaged.
         let markers = self.markers()?;
         if markers.is_empty() {
