@@ -29,8 +29,15 @@ const DEFAULT_MAX_NODES: usize = 100_000;
 /// every invocation is its own session, so pass credentials with `--auth` (any
 /// number of times) and they are added before the subcommand runs, e.g.
 /// `zkctl --auth digest:alice:secret get /private`.
+///
+/// Output: zkCli-like text, or with --json one JSON document per line.
+/// Errors go to stderr and name their code, e.g. `Error: NoNode (-101) for /x`.
+///
+/// Exit codes: 0 success, 1 the server answered with an error code, 2 usage,
+/// 3 connection problems (no server, connection loss, timeout, expired
+/// session), 130 interrupted while waiting for a watch event.
 #[derive(Parser, Debug)]
-#[command(name = "zkctl", version, about, long_about)]
+#[command(name = "zkctl", version)]
 struct Cli {
     /// Servers to connect to: host:port[,host:port...] (their gRPC addresses).
     #[arg(long, global = true, env = "ZKCTL_SERVER", default_value = "127.0.0.1:3181")]
@@ -67,7 +74,7 @@ enum Command {
         /// TTL in ms: removed once unchanged and childless for this long.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
         ttl: Option<u64>,
-        /// ACL in zkCli syntax (default world:anyone:cdrwa).
+        /// ACL in zkCli syntax, e.g. world:anyone:r,digest:user:hash:cdrwa.
         #[arg(long, default_value = "world:anyone:cdrwa")]
         acl: String,
         /// The node's path.
@@ -166,7 +173,9 @@ enum Command {
         acl: String,
     },
     /// Check credentials: add them to this invocation's session and print its identities.
-    /// (To run a command authenticated, use the global --auth.)
+    ///
+    /// Credentials last only as long as this invocation; to run a command
+    /// authenticated, use the global --auth instead.
     Addauth {
         /// The scheme, e.g. digest.
         scheme: String,
@@ -176,6 +185,9 @@ enum Command {
     /// Print the identities of this invocation's session.
     Whoami,
     /// Print this invocation's session's ephemeral nodes under a prefix.
+    ///
+    /// ZooKeeper's getEphemerals only lists the calling session's nodes, and
+    /// each zkctl invocation is a new session: this mostly shows that none remain.
     Ephemerals {
         /// Path prefix (default /).
         prefix: Option<String>,
