@@ -7,7 +7,9 @@
 //! - [`op`]: the client operation model both front ends share.
 //! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
 //! - [`wire`]: ZooKeeper's client protocol (jute), so ZooKeeper's clients work unchanged.
+//! - [`client`]: the async Rust client library (gRPC session API).
 
+pub mod client;
 pub mod error;
 pub mod ids;
 pub mod op;

@@ -1,1 +1,343 @@
-fn main() {}
+//! zkctl: a command-line client for zabkeeper, in the style of zkCli and
+//! etcdctl. Each invocation opens one session, runs one subcommand, and
+//! closes the session (so an ephemeral created by `zkctl create -e` lives only
+//! as long as that invocation).
+//!
+//! Exit codes: 0 success, 1 the server answered with an error code, 2 usage
+//! (bad arguments, ACL or connect string), 3 connection problems (no server,
+//! connection loss, timeout, session expired), 130 interrupted while waiting.
+
+// A binary's root looks for modules beside it, so name the directory.
+#[path = "zkctl/commands.rs"]
+mod commands;
+#[path = "zkctl/output.rs"]
+mod output;
+
+use clap::{Parser, Subcommand};
+use output::{Exit, Printer};
+use std::process::ExitCode;
+use std::time::Duration;
+use zabkeeper::client::acl_spec::parse_acl;
+use zabkeeper::client::{Client, ClientError, ClientOptions};
+
+/// Largest subtree `ls -R` and `rm -r` walk unless told otherwise.
+const DEFAULT_MAX_NODES: usize = 100_000;
+
+/// Command-line client for a zabkeeper ensemble.
+///
+/// Authentication: ZooKeeper's `addauth` belongs to an interactive session; here
+/// every invocation is its own session, so pass credentials with `--auth` (any
+/// number of times) and they are added before the subcommand runs, e.g.
+/// `zkctl --auth digest:alice:secret get /private`.
+///
+/// Output: zkCli-like text, or with --json one JSON document per line.
+/// Errors go to stderr and name their code, e.g. `Error: NoNode (-101) for /x`.
+///
+/// Exit codes: 0 success, 1 the server answered with an error code, 2 usage,
+/// 3 connection problems (no server, connection loss, timeout, expired
+/// session), 130 interrupted while waiting for a watch event.
+#[derive(Parser, Debug)]
+#[command(name = "zkctl", version)]
+struct Cli {
+    /// Servers to connect to: host:port[,host:port...] (their gRPC addresses).
+    #[arg(long, global = true, env = "ZKCTL_SERVER", default_value = "127.0.0.1:3181")]
+    server: String,
+    /// Limit for connecting and for each request, in ms.
+    #[arg(long, global = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout_ms: u64,
+    /// Session timeout to ask for, in ms.
+    #[arg(long, global = true, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
+    session_timeout_ms: u64,
+    /// Print one JSON document per result (one per line); errors as JSON on stderr.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Credentials added to the session before the subcommand: SCHEME:CREDENTIALS, e.g. digest:user:password.
+    #[arg(long = "auth", global = true, value_name = "SCHEME:CREDENTIALS")]
+    auth: Vec<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create a node and print its path (sequential nodes get a suffix).
+    Create {
+        /// Ephemeral: deleted when this invocation's session ends.
+        #[arg(short = 'e')]
+        ephemeral: bool,
+        /// Sequential: a 10-digit counter is appended to the name.
+        #[arg(short = 's')]
+        sequential: bool,
+        /// Container: removed by the server once its last child is gone.
+        #[arg(short = 'c')]
+        container: bool,
+        /// TTL in ms: removed once unchanged and childless for this long.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        ttl: Option<u64>,
+        /// ACL in zkCli syntax, e.g. world:anyone:r,digest:user:hash:cdrwa.
+        #[arg(long, default_value = "world:anyone:cdrwa")]
+        acl: String,
+        /// The node's path.
+        path: String,
+        /// The node's data (empty if omitted).
+        data: Option<String>,
+    },
+    /// Print a node's data.
+    Get {
+        /// Also print the Stat.
+        #[arg(short = 's')]
+        stat: bool,
+        /// Leave a watch, then wait for its event and print it.
+        #[arg(short = 'w')]
+        watch: bool,
+        /// The node's path.
+        path: String,
+    },
+    /// Replace a node's data and print the new Stat.
+    Set {
+        /// Expected version (-1: any).
+        #[arg(short = 'v', long, default_value_t = -1, allow_negative_numbers = true)]
+        version: i32,
+        /// The node's path.
+        path: String,
+        /// The new data.
+        data: String,
+    },
+    /// Delete a node (it must have no children).
+    Delete {
+        /// Expected version (-1: any).
+        #[arg(short = 'v', long, default_value_t = -1, allow_negative_numbers = true)]
+        version: i32,
+        /// The node's path.
+        path: String,
+    },
+    /// Delete a node; with -r its whole subtree, children first (zkCli's deleteall).
+    Rm {
+        /// Recursive.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Refuse subtrees larger than this.
+        #[arg(long, default_value_t = DEFAULT_MAX_NODES)]
+        max_nodes: usize,
+        /// The node's path.
+        path: String,
+    },
+    /// List a node's children, one per line.
+    Ls {
+        /// Every path below the node, parents first.
+        #[arg(short = 'R')]
+        recursive: bool,
+        /// Also print the node's Stat.
+        #[arg(short = 's')]
+        stat: bool,
+        /// Refuse subtrees larger than this (with -R).
+        #[arg(long, default_value_t = DEFAULT_MAX_NODES)]
+        max_nodes: usize,
+        /// The node's path.
+        path: String,
+    },
+    /// Print a node's Stat.
+    Stat {
+        /// The node's path.
+        path: String,
+    },
+    /// Print the events of a persistent watch until Ctrl-C or --count events.
+    Watch {
+        /// Watch every node below too (persistent recursive).
+        #[arg(long)]
+        recursive: bool,
+        /// Stop after this many node events.
+        #[arg(long)]
+        count: Option<u64>,
+        /// The node's path (it need not exist).
+        path: String,
+    },
+    /// Wait until the server has caught up with the leader; print the path.
+    Sync {
+        /// The path.
+        path: String,
+    },
+    /// Print a node's ACL, one scheme:id:perms entry per line.
+    Getacl {
+        /// The node's path.
+        path: String,
+    },
+    /// Replace a node's ACL (zkCli syntax, e.g. world:anyone:r,digest:u:hash:cdrwa).
+    Setacl {
+        /// Expected ACL version (-1: any).
+        #[arg(short = 'v', long, default_value_t = -1, allow_negative_numbers = true)]
+        version: i32,
+        /// The node's path.
+        path: String,
+        /// The ACL.
+        acl: String,
+    },
+    /// Check credentials: add them to this invocation's session and print its identities.
+    ///
+    /// Credentials last only as long as this invocation; to run a command
+    /// authenticated, use the global --auth instead.
+    Addauth {
+        /// The scheme, e.g. digest.
+        scheme: String,
+        /// The credentials, e.g. user:password.
+        credentials: String,
+    },
+    /// Print the identities of this invocation's session.
+    Whoami,
+    /// Print this invocation's session's ephemeral nodes under a prefix.
+    ///
+    /// ZooKeeper's getEphemerals only lists the calling session's nodes, and
+    /// each zkctl invocation is a new session: this mostly shows that none remain.
+    Ephemerals {
+        /// Path prefix (default /).
+        prefix: Option<String>,
+    },
+    /// Print the number of nodes below a node.
+    Count {
+        /// The node's path.
+        path: String,
+    },
+}
+
+/// Splits `SCHEME:CREDENTIALS` (the credentials may contain colons).
+fn parse_auth(text: &str) -> Result<(String, Vec<u8>), String> {
+    match text.split_once(':') {
+        Some((scheme, auth)) if !scheme.is_empty() && !auth.is_empty() => {
+            Ok((scheme.to_string(), auth.as_bytes().to_vec()))
+        }
+        _ => Err(format!("--auth {text:?} is not SCHEME:CREDENTIALS (e.g. digest:user:password)")),
+    }
+}
+
+async fn run(cli: Cli) -> Exit {
+    let out = Printer { json: cli.json };
+    let timeout = Duration::from_millis(cli.timeout_ms);
+    let mut options = ClientOptions::default()
+        .with_session_timeout(Duration::from_millis(cli.session_timeout_ms))
+        .with_connect_timeout(timeout)
+        .with_request_timeout(timeout);
+    for text in &cli.auth {
+        match parse_auth(text) {
+            Ok((scheme, auth)) => options = options.with_auth(&scheme, &auth),
+            Err(message) => return out.usage(&message),
+        }
+    }
+    // Arguments are checked before a session is opened for nothing.
+    let create_plan = match &cli.command {
+        Command::Create { ephemeral, sequential, container, ttl, acl, .. } => {
+            let mode = match commands::create_mode(*ephemeral, *sequential, *container, ttl.is_some()) {
+                Ok(mode) => mode,
+                Err(message) => return out.usage(&message),
+            };
+            match parse_acl(acl) {
+                Ok(acl) => Some((mode, acl)),
+                Err(e) => return out.fail(&e),
+            }
+        }
+        Command::Setacl { acl, .. } => {
+            if let Err(e) = parse_acl(acl) {
+                return out.fail(&e);
+            }
+            None
+        }
+        _ => None,
+    };
+    let client = match Client::connect(&cli.server, options).await {
+        Ok(client) => client,
+        Err(e) => return out.fail(&e),
+    };
+    let result = dispatch(&client, &out, cli.command, create_plan).await;
+    // The session's end is part of the command (it removes `create -e` nodes); a failure here changes nothing.
+    let _ = client.close().await;
+    match result {
+        Ok(exit) => exit,
+        Err(e) => out.fail(&e),
+    }
+}
+
+async fn dispatch(
+    client: &Client,
+    out: &Printer,
+    command: Command,
+    create_plan: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::tree::acl::Acl>)>,
+) -> Result<Exit, ClientError> {
+    match command {
+        Command::Create { path, data, ttl, .. } => {
+            let Some((mode, acl)) = create_plan else {
+                return Err(ClientError::InvalidArgument("create arguments were not checked".into()));
+            };
+            let data = data.unwrap_or_default();
+            commands::create(client, out, &path, data.as_bytes(), mode, &acl, ttl).await
+        }
+        Command::Get { stat, watch, path } => commands::get(client, out, &path, stat, watch).await,
+        Command::Set { version, path, data } => commands::set(client, out, &path, data.as_bytes(), version).await,
+        Command::Delete { version, path } => commands::delete(client, out, &path, version).await,
+        Command::Rm { recursive, max_nodes, path } => commands::rm(client, out, &path, recursive, max_nodes).await,
+        Command::Ls { recursive, stat, max_nodes, path } => {
+            commands::ls(client, out, &path, recursive, stat, max_nodes).await
+        }
+        Command::Stat { path } => commands::stat(client, out, &path).await,
+        Command::Watch { recursive, count, path } => commands::watch(client, out, &path, recursive, count).await,
+        Command::Sync { path } => commands::sync(client, out, &path).await,
+        Command::Getacl { path } => commands::getacl(client, out, &path).await,
+        Command::Setacl { version, path, acl } => commands::setacl(client, out, &path, &acl, version).await,
+        Command::Addauth { scheme, credentials } => commands::whoami(client, out, Some((&scheme, &credentials))).await,
+        Command::Whoami => commands::whoami(client, out, None).await,
+        Command::Ephemerals { prefix } => commands::ephemerals(client, out, prefix.as_deref().unwrap_or("/")).await,
+        Command::Count { path } => commands::count(client, out, &path).await,
+    }
+}
+
+fn main() -> ExitCode {
+    // Usage errors exit with 2, --help and --version with 0 (clap's convention matches ours).
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Error: cannot start the async runtime: {e}");
+            return ExitCode::from(Exit::Connection as u8);
+        }
+    };
+    let exit = runtime.block_on(run(cli));
+    ExitCode::from(exit as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn auth_splits_at_the_first_colon_only() {
+        assert_eq!(parse_auth("digest:u:p"), Ok(("digest".to_string(), b"u:p".to_vec())));
+        assert!(parse_auth("digest").is_err());
+        assert!(parse_auth(":x").is_err());
+        assert!(parse_auth("digest:").is_err());
+    }
+
+    #[test]
+    fn global_options_go_before_or_after_the_subcommand() {
+        let cli = Cli::try_parse_from(["zkctl", "--json", "get", "-s", "/a", "--server", "h:1"]).unwrap();
+        assert!(cli.json);
+        assert_eq!(cli.server, "h:1");
+        assert!(matches!(cli.command, Command::Get { stat: true, watch: false, ref path } if path == "/a"));
+        let cli = Cli::try_parse_from(["zkctl", "set", "-v", "-1", "/a", "x"]).unwrap();
+        assert!(matches!(cli.command, Command::Set { version: -1, .. }));
+        let cli = Cli::try_parse_from(["zkctl", "--auth", "digest:a:b", "--auth", "digest:c:d", "whoami"]).unwrap();
+        assert_eq!(cli.auth.len(), 2);
+        let cli = Cli::try_parse_from(["zkctl", "create", "-e", "-s", "--ttl", "5", "/a", "d"]).unwrap();
+        assert!(matches!(cli.command, Command::Create { ephemeral: true, sequential: true, ttl: Some(5), .. }));
+        let cli = Cli::try_parse_from(["zkctl", "--auth", "digest:x:y", "addauth", "digest", "u:p"]).unwrap();
+        assert_eq!(cli.auth, vec!["digest:x:y".to_string()]);
+        assert!(
+            matches!(cli.command, Command::Addauth { ref scheme, ref credentials } if scheme == "digest" && credentials == "u:p")
+        );
+        assert!(Cli::try_parse_from(["zkctl", "frobnicate"]).is_err());
+        assert!(Cli::try_parse_from(["zkctl", "--timeout-ms", "0", "whoami"]).is_err());
+    }
+}

@@ -1,0 +1,403 @@
+//! The client library and `zkctl` against real `zabkeeper` processes on
+//! loopback (the harness in `support/`): every operation and its error codes,
+//! watch delivery and order, ephemerals on close and on expiry, the session
+//! surviving a SIGKILL and restart of its server (and a move to another
+//! member of an ensemble) with its watches, and the CLI's JSON output and
+//! exit codes. Every wait is bounded.
+
+mod support;
+
+use futures::StreamExt;
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::Ensemble;
+use zabkeeper::client::{
+    Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
+    ANY_VERSION,
+};
+use zabkeeper::error::ErrorCode;
+use zabkeeper::tree::acl::Acl;
+use zabkeeper::tree::stat::CreateMode;
+use zabkeeper::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
+}
+
+fn options(session_ms: u64) -> ClientOptions {
+    ClientOptions::default()
+        .with_session_timeout(Duration::from_millis(session_ms))
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_request_timeout(Duration::from_secs(15))
+}
+
+async fn connect(address: &str) -> Client {
+    Client::connect(address, options(6000)).await.expect("connect")
+}
+
+async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("timed out")
+}
+
+async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what}: not within {secs}s");
+}
+
+async fn wait_state(client: &Client, state: ConnectionState, secs: u64) {
+    let mut watch = client.state_watch();
+    within(secs, watch.wait_for(|s| *s == state)).await.expect("state channel open");
+}
+
+fn node_event(e: WatchedEvent) -> (EventType, String) {
+    match e {
+        WatchedEvent::Node(WatchEvent { event_type, path, .. }) => (event_type, path),
+        other => panic!("expected a node event, got {other:?}"),
+    }
+}
+
+fn code<T: std::fmt::Debug>(result: Result<T, ClientError>) -> ErrorCode {
+    let e = result.expect_err("expected an error");
+    e.code().unwrap_or_else(|| panic!("no code in {e}"))
+}
+
+#[test]
+fn every_operation_and_its_error_codes_against_the_real_server() {
+    let ensemble = Ensemble::start(1);
+    let address = ensemble.grpc_all();
+    runtime().block_on(async {
+        let c = connect(&address).await;
+        let acl = Acl::open_unsafe();
+        assert_eq!(c.server(), address);
+        // create / get / set / delete / exists / check
+        let (path, stat) = c.create_with_stat("/a", b"1", CreateMode::Persistent, &acl).await.unwrap();
+        assert_eq!((path.as_str(), stat.version), ("/a", 0));
+        assert_eq!(c.get_data("/a").await.unwrap().0, b"1");
+        assert_eq!(c.set_data("/a", b"2", 0).await.unwrap().version, 1);
+        c.check("/a", 1).await.unwrap();
+        assert_eq!(code(c.check("/a", 0).await), ErrorCode::BadVersion);
+        assert_eq!(code(c.set_data("/a", b"x", 0).await), ErrorCode::BadVersion);
+        assert_eq!(code(c.create("/a", b"", CreateMode::Persistent, &acl).await), ErrorCode::NodeExists);
+        assert_eq!(code(c.get_data("/nope").await), ErrorCode::NoNode);
+        assert_eq!(code(c.create("/nope/x", b"", CreateMode::Persistent, &acl).await), ErrorCode::NoNode);
+        assert_eq!(code(c.create("/bad", b"", CreateMode::Persistent, &[]).await), ErrorCode::InvalidAcl);
+        assert_eq!(code(c.get_data("relative").await), ErrorCode::BadArguments);
+        // sequential, ephemeral, container, TTL
+        assert_eq!(c.create("/a/s-", b"", CreateMode::PersistentSequential, &acl).await.unwrap(), "/a/s-0000000000");
+        c.create("/e", b"", CreateMode::Ephemeral, &acl).await.unwrap();
+        assert_eq!(code(c.create("/e/x", b"", CreateMode::Persistent, &acl).await), ErrorCode::NoChildrenForEphemerals);
+        assert_eq!(c.get_ephemerals("/").await.unwrap(), vec!["/e".to_string()]);
+        c.create("/box", b"", CreateMode::Container, &acl).await.unwrap();
+        let ttl = c.create_ttl("/ttl", b"", CreateMode::PersistentWithTtl, &acl, Duration::from_secs(600)).await;
+        assert_eq!(ttl.unwrap(), "/ttl");
+        // children, counts, sync
+        assert_eq!(code(c.delete("/a", ANY_VERSION).await), ErrorCode::NotEmpty);
+        assert_eq!(c.get_children("/a").await.unwrap(), vec!["s-0000000000"]);
+        assert_eq!(c.get_children_with_stat("/a").await.unwrap().1.num_children, 1);
+        assert_eq!(c.get_all_children_number("/a").await.unwrap(), 1);
+        assert_eq!(c.sync("/a").await.unwrap(), "/a");
+        // ACLs and auth
+        let (got, stat) = c.get_acl("/a").await.unwrap();
+        assert_eq!(got, acl);
+        assert_eq!(code(c.set_acl("/a", &acl, stat.aversion + 1).await), ErrorCode::BadVersion);
+        c.set_acl("/a", &Acl::read_unsafe(), stat.aversion).await.unwrap();
+        assert_eq!(code(c.set_data("/a", b"x", ANY_VERSION).await), ErrorCode::NoAuth);
+        assert_eq!(code(c.set_acl("/a", &acl, ANY_VERSION).await), ErrorCode::NoAuth, "setACL needs ADMIN");
+        c.add_auth("digest", b"u:p").await.unwrap();
+        assert!(c.who_am_i().await.unwrap().iter().any(|id| id.scheme == "digest"));
+        assert_eq!(code(c.add_auth("nosuch", b"x").await), ErrorCode::AuthFailed);
+        c.create("/mine", b"", CreateMode::Persistent, &Acl::creator_all()).await.unwrap();
+        let other = connect(&address).await;
+        assert_eq!(code(other.get_data("/mine").await), ErrorCode::NoAuth);
+        // multi and multi_read
+        let results = c
+            .multi(&[MultiOp::create("/m", b"", CreateMode::Persistent, &acl), MultiOp::check("/m", 0)])
+            .await
+            .unwrap();
+        assert_eq!(results[1], MultiResult::Checked);
+        let failed = c.multi(&[MultiOp::delete("/m", ANY_VERSION), MultiOp::check("/m", 5)]).await.unwrap_err();
+        assert!(
+            matches!(&failed, ClientError::MultiFailed { index: 1, results, .. } if results.len() == 2),
+            "{failed}"
+        );
+        assert!(c.exists("/m").await.unwrap().is_some(), "a failed multi applies nothing");
+        let reads = c.multi_read(&[ReadOp::GetChildren("/a".into()), ReadOp::GetData("/gone".into())]).await.unwrap();
+        assert_eq!(reads[0], Ok(ReadResult::Children(vec!["s-0000000000".into()])));
+        assert_eq!(reads[1].as_ref().unwrap_err().code, ErrorCode::NoNode);
+        // watch management
+        assert_eq!(code(c.remove_watches("/a", WatcherType::Any).await), ErrorCode::NoWatcher);
+        assert_eq!(code(c.check_watches("/a", WatcherType::Data).await), ErrorCode::NoWatcher);
+        c.close().await.unwrap();
+        assert!(matches!(c.get_data("/").await, Err(ClientError::Closed)));
+    });
+}
+
+#[test]
+fn watches_fire_once_in_order_and_ephemerals_vanish_on_close_and_on_expiry() {
+    let ensemble = Ensemble::start(1);
+    let address = ensemble.grpc_all();
+    runtime().block_on(async {
+        let reader = connect(&address).await;
+        let writer = connect(&address).await;
+        let acl = Acl::open_unsafe();
+        writer.create("/w", b"0", CreateMode::Persistent, &acl).await.unwrap();
+        let (_, _, mut data_watch) = reader.get_data_and_watch("/w").await.unwrap();
+        let (_, mut child_watch) = reader.get_children_and_watch("/w").await.unwrap();
+        let mut persistent = reader.add_watch("/w", AddWatchMode::PersistentRecursive).await.unwrap();
+        writer.set_data("/w", b"1", ANY_VERSION).await.unwrap();
+        writer.set_data("/w", b"2", ANY_VERSION).await.unwrap();
+        eventually(10, "the second change is visible", || async { reader.get_data("/w").await.unwrap().0 == b"2" })
+            .await;
+        // The event came before the answer that shows the change, and only once.
+        let fired = data_watch.try_event().expect("event before the answer");
+        assert_eq!(node_event(fired), (EventType::NodeDataChanged, "/w".to_string()));
+        assert_eq!(child_watch.try_event(), None);
+        assert_eq!(code(reader.check_watches("/w", WatcherType::Data).await), ErrorCode::NoWatcher);
+        for _ in 0..2 {
+            assert_eq!(node_event(within(5, persistent.next()).await.unwrap()).0, EventType::NodeDataChanged);
+        }
+        writer.create("/w/c", b"", CreateMode::Persistent, &acl).await.unwrap();
+        assert_eq!(node_event(within(5, child_watch).await), (EventType::NodeChildrenChanged, "/w".to_string()));
+        assert_eq!(
+            node_event(within(5, persistent.next()).await.unwrap()),
+            (EventType::NodeCreated, "/w/c".to_string())
+        );
+        reader.sync("/").await.unwrap();
+        assert!(tokio::time::timeout(Duration::from_millis(200), persistent.next()).await.is_err(), "nothing more");
+
+        // Close: the ephemeral is gone when close returns.
+        let closer = connect(&address).await;
+        closer.create("/on-close", b"", CreateMode::Ephemeral, &acl).await.unwrap();
+        closer.close().await.unwrap();
+        assert_eq!(reader.exists("/on-close").await.unwrap(), None);
+
+        // Expiry: a client whose runtime dies without closing loses its ephemeral after the timeout.
+        let address2 = address.clone();
+        let victim = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(async {
+                let c = Client::connect(&address2, options(1000)).await.expect("connect");
+                c.create("/on-expiry", b"", CreateMode::Ephemeral, &Acl::open_unsafe()).await.expect("create");
+                // Never closed: the runtime is dropped with the client's task in it.
+                std::mem::forget(c);
+            });
+        });
+        within(10, async {
+            while !victim.is_finished() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        victim.join().expect("victim thread");
+        assert!(reader.exists("/on-expiry").await.unwrap().is_some());
+        eventually(15, "the expired session's ephemeral vanishes", || async {
+            reader.exists("/on-expiry").await.unwrap().is_none()
+        })
+        .await;
+    });
+}
+
+#[test]
+fn session_and_watches_survive_sigkill_and_restart_of_the_server() {
+    let mut ensemble = Ensemble::start(1);
+    let address = ensemble.grpc_all();
+    runtime().block_on(async {
+        let c = Client::connect(&address, options(8000).with_digest_auth("bob", "pw")).await.unwrap();
+        let acl = Acl::open_unsafe();
+        c.create("/r", b"0", CreateMode::Persistent, &acl).await.unwrap();
+        c.create("/mine", b"", CreateMode::Ephemeral, &acl).await.unwrap();
+        c.create("/bobs", b"", CreateMode::Persistent, &Acl::creator_all()).await.unwrap();
+        let (_, _, data_watch) = c.get_data_and_watch("/r").await.unwrap();
+        let (_, exist_watch) = c.exists_and_watch("/later").await.unwrap();
+        let mut persistent = c.add_watch("/r", AddWatchMode::Persistent).await.unwrap();
+        let session = c.session_id();
+        let mut states = c.state_stream();
+
+        tokio::task::block_in_place(|| ensemble.kill(1));
+        assert_eq!(within(10, states.next()).await, Some(ConnectionState::Disconnected));
+        tokio::task::block_in_place(|| ensemble.spawn(1));
+        assert_eq!(within(20, states.next()).await, Some(ConnectionState::Connected));
+        assert_eq!(c.session_id(), session);
+        assert!(c.exists("/mine").await.unwrap().is_some(), "the session survived, with its ephemeral");
+        c.get_data("/bobs").await.expect("auth was re-added");
+
+        let writer = connect(&address).await;
+        writer.set_data("/r", b"1", ANY_VERSION).await.unwrap();
+        writer.create("/later", b"", CreateMode::Persistent, &acl).await.unwrap();
+        assert_eq!(node_event(within(10, data_watch).await), (EventType::NodeDataChanged, "/r".to_string()));
+        assert_eq!(node_event(within(10, exist_watch).await), (EventType::NodeCreated, "/later".to_string()));
+        let mut events = Vec::new();
+        while events.len() < 3 {
+            events.push(within(10, persistent.next()).await.expect("a watch event"));
+        }
+        assert_eq!(events[0], WatchedEvent::State(ConnectionState::Disconnected));
+        assert_eq!(events[1], WatchedEvent::State(ConnectionState::Connected));
+        assert_eq!(node_event(events[2].clone()).0, EventType::NodeDataChanged);
+    });
+}
+
+#[test]
+fn the_session_moves_to_another_member_when_its_server_dies() {
+    let mut ensemble = Ensemble::start(3);
+    let all = ensemble.grpc_all();
+    runtime().block_on(async {
+        let c = Client::connect(&all, options(8000)).await.unwrap();
+        let acl = Acl::open_unsafe();
+        c.create("/f", b"0", CreateMode::Persistent, &acl).await.unwrap();
+        c.create("/f-eph", b"", CreateMode::Ephemeral, &acl).await.unwrap();
+        let (_, _, watch) = c.get_data_and_watch("/f").await.unwrap();
+        let session = c.session_id();
+        let first = c.server();
+        let victim = ensemble.members.iter().find(|m| m.ports.grpc.to_string() == first).map(|m| m.id).expect("member");
+        tokio::task::block_in_place(|| ensemble.kill(victim));
+        wait_state(&c, ConnectionState::Disconnected, 10).await;
+        wait_state(&c, ConnectionState::Connected, 30).await;
+        assert_ne!(c.server(), first, "resumed on another member");
+        assert_eq!(c.session_id(), session);
+        let survivors: Vec<u64> = ensemble.ids().into_iter().filter(|id| *id != victim).collect();
+        let writer = Client::connect(&ensemble.grpc(&survivors), options(6000)).await.unwrap();
+        writer.set_data("/f", b"1", ANY_VERSION).await.unwrap();
+        assert_eq!(node_event(within(10, watch).await), (EventType::NodeDataChanged, "/f".to_string()));
+        assert!(writer.exists("/f-eph").await.unwrap().is_some(), "the session and its ephemeral live on");
+        c.close().await.unwrap();
+        assert_eq!(writer.exists("/f-eph").await.unwrap(), None);
+    });
+}
+
+fn zkctl(server: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_zkctl"))
+        .arg("--server")
+        .arg(server)
+        .arg("--timeout-ms")
+        .arg("5000")
+        .arg("--json")
+        .args(args)
+        .env_remove("ZKCTL_SERVER")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zkctl")
+}
+
+/// Every stdout line as JSON.
+fn docs(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l:?}: {e}")))
+        .collect()
+}
+
+fn error_code(out: &Output) -> i64 {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let doc: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("stderr not JSON: {text:?}: {e}"));
+    doc["error"]["code"].as_i64().unwrap_or_else(|| panic!("no code in {doc}"))
+}
+
+fn ok(out: &Output) -> Vec<Value> {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    docs(out)
+}
+
+#[test]
+fn zkctl_prints_json_and_exits_by_error_kind() {
+    let ensemble = Ensemble::start(1);
+    let s = ensemble.grpc_all();
+    let s = s.as_str();
+    assert_eq!(ok(&zkctl(s, &["create", "/c", "hello"]))[0]["path"], "/c");
+    let seq = ok(&zkctl(s, &["create", "-s", "/c/n-"]));
+    assert_eq!(seq[0]["path"], "/c/n-0000000000");
+    let dup = zkctl(s, &["create", "/c"]);
+    assert_eq!((dup.status.code(), error_code(&dup)), (Some(1), -110));
+    let got = ok(&zkctl(s, &["get", "-s", "/c"]));
+    assert_eq!((got[0]["data"].as_str(), got[0]["stat"]["numChildren"].as_i64()), (Some("hello"), Some(1)));
+    let missing = zkctl(s, &["get", "/missing"]);
+    assert_eq!((missing.status.code(), error_code(&missing)), (Some(1), -101));
+    assert_eq!(ok(&zkctl(s, &["set", "-v", "0", "/c", "bye"]))[0]["stat"]["version"], 1);
+    let stale = zkctl(s, &["set", "-v", "0", "/c", "x"]);
+    assert_eq!((stale.status.code(), error_code(&stale)), (Some(1), -103));
+    assert_eq!(ok(&zkctl(s, &["ls", "/c"]))[0]["children"], serde_json::json!(["n-0000000000"]));
+    let tree = ok(&zkctl(s, &["ls", "-R", "/"]));
+    assert!(tree[0]["children"].as_array().unwrap().iter().any(|p| p == "/c/n-0000000000"));
+    assert_eq!(ok(&zkctl(s, &["stat", "/c"]))[0]["stat"]["dataLength"], 3);
+    assert_eq!(ok(&zkctl(s, &["count", "/c"]))[0]["count"], 1);
+    assert_eq!(ok(&zkctl(s, &["sync", "/c"]))[0]["synced"], "/c");
+    let acl = ok(&zkctl(s, &["getacl", "/c"]));
+    assert_eq!(acl[0]["acl"][0]["perms"], "cdrwa");
+    ok(&zkctl(s, &["create", "/ro"]));
+    assert_eq!(ok(&zkctl(s, &["setacl", "-v", "0", "/ro", "world:anyone:r"]))[0]["stat"]["aversion"], 1);
+    assert_eq!(ok(&zkctl(s, &["getacl", "/ro"]))[0]["acl"][0]["perms"], "r");
+    let denied = zkctl(s, &["set", "/ro", "x"]);
+    assert_eq!((denied.status.code(), error_code(&denied)), (Some(1), -102));
+    let who = ok(&zkctl(s, &["--auth", "digest:alice:pw", "whoami"]));
+    assert!(who[0]["identities"].as_array().unwrap().iter().any(|i| i["scheme"] == "digest"));
+    let added = ok(&zkctl(s, &["addauth", "digest", "alice:pw"]));
+    assert!(added[0]["identities"].as_array().unwrap().iter().any(|i| i["scheme"] == "digest"));
+    let bad_auth = zkctl(s, &["addauth", "nosuch", "x"]);
+    assert_eq!((bad_auth.status.code(), error_code(&bad_auth)), (Some(1), -115));
+    assert_eq!(ok(&zkctl(s, &["ephemerals"]))[0]["ephemerals"], serde_json::json!([]));
+    assert_eq!(ok(&zkctl(s, &["create", "-e", "/gone"]))[0]["path"], "/gone");
+    let after = zkctl(s, &["stat", "/gone"]);
+    assert_eq!(error_code(&after), -101, "an ephemeral of zkctl lives as long as its invocation");
+    let not_empty = zkctl(s, &["delete", "/c"]);
+    assert_eq!((not_empty.status.code(), error_code(&not_empty)), (Some(1), -111));
+    assert!(ok(&zkctl(s, &["rm", "-r", "/c"]))[0]["deleted"].as_array().unwrap().len() == 2);
+    assert_eq!(error_code(&zkctl(s, &["stat", "/c"])), -101);
+    // Usage errors exit 2 (clap's own, and ours after parsing); connection problems 3.
+    assert_eq!(zkctl(s, &["frobnicate"]).status.code(), Some(2));
+    assert_eq!(zkctl(s, &["setacl", "/", "world:anyone:xyz"]).status.code(), Some(2));
+    assert_eq!(zkctl(s, &["create", "-c", "-e", "/x"]).status.code(), Some(2));
+    let unreachable = Command::new(env!("CARGO_BIN_EXE_zkctl"))
+        .args(["--server", "127.0.0.1:1", "--timeout-ms", "300", "--json", "ls", "/"])
+        .output()
+        .expect("run zkctl");
+    assert_eq!((unreachable.status.code(), error_code(&unreachable)), (Some(3), -4));
+
+    // watch --count and get -w print the events a concurrent writer causes.
+    ok(&zkctl(s, &["create", "/wt", "0"]));
+    let spawn = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_zkctl"))
+            .args(["--server", s, "--json"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn zkctl")
+    };
+    let watcher = spawn(&["watch", "--recursive", "--count", "2", "/wt"]);
+    let getter = spawn(&["get", "-w", "/wt"]);
+    // Writes until both have seen enough (each started its watch at some point meanwhile).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut i = 0;
+    let mut watcher = Some(watcher);
+    let mut getter = Some(getter);
+    let mut outputs = Vec::new();
+    while watcher.is_some() || getter.is_some() {
+        assert!(Instant::now() < deadline, "zkctl watchers did not finish");
+        i += 1;
+        ok(&zkctl(s, &["set", "/wt", &i.to_string()]));
+        std::thread::sleep(Duration::from_millis(100));
+        for slot in [&mut watcher, &mut getter] {
+            if let Some(child) = slot {
+                if child.try_wait().expect("try_wait").is_some() {
+                    outputs.push(slot.take().expect("present").wait_with_output().expect("output"));
+                }
+            }
+        }
+    }
+    for out in &outputs {
+        let lines = ok(out);
+        let events: Vec<&Value> = lines.iter().filter(|d| d.get("event").is_some()).collect();
+        assert!(!events.is_empty(), "{lines:?}");
+        assert!(events.iter().all(|e| e["event"]["type"] == "NodeDataChanged" && e["event"]["path"] == "/wt"));
+    }
+}

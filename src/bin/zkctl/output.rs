@@ -1,0 +1,251 @@
+//! How zkctl shows results: zkCli-like text for people, one JSON document
+//! per result (one per line) for scripts, and errors naming their code.
+
+use serde_json::{json, Value};
+use std::io::Write;
+use zabkeeper::client::acl_spec::{format_acl, format_perms};
+use zabkeeper::client::{ClientError, ConnectionState, WatchedEvent};
+use zabkeeper::tree::acl::Acl;
+use zabkeeper::tree::stat::Stat;
+use zabkeeper::tree::watch::WatchEvent;
+
+/// Process exit codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// Success.
+    Ok = 0,
+    /// The server answered with an error code.
+    Server = 1,
+    /// The command line or an argument is wrong.
+    Usage = 2,
+    /// No session, or the session broke (connection loss, expiry, timeout).
+    Connection = 3,
+    /// Interrupted (Ctrl-C) before the awaited event.
+    Interrupted = 130,
+}
+
+/// The exit code an error maps to.
+pub fn exit_for(e: &ClientError) -> Exit {
+    match e {
+        ClientError::Server(_) | ClientError::MultiFailed { .. } => Exit::Server,
+        ClientError::InvalidArgument(_) | ClientError::InvalidConnectString { .. } => Exit::Usage,
+        _ => Exit::Connection,
+    }
+}
+
+/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic Gregorian
+/// (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// A time in ms since the epoch as Java's `Date.toString()` in UTC, as zkCli prints it.
+pub fn format_time(ms: i64) -> String {
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rest = secs.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
+    let month_name = MONTHS[(month - 1) as usize];
+    format!("{weekday} {month_name} {day:02} {:02}:{:02}:{:02} UTC {year}", rest / 3600, rest % 3600 / 60, rest % 60)
+}
+
+/// A Stat as zkCli's `stat` prints it.
+pub fn stat_text(s: &Stat) -> String {
+    format!(
+        "cZxid = {:#x}\nctime = {}\nmZxid = {:#x}\nmtime = {}\npZxid = {:#x}\ncversion = {}\ndataVersion = {}\naclVersion = {}\nephemeralOwner = {:#x}\ndataLength = {}\nnumChildren = {}",
+        s.czxid,
+        format_time(s.ctime),
+        s.mzxid,
+        format_time(s.mtime),
+        s.pzxid,
+        s.cversion,
+        s.version,
+        s.aversion,
+        s.ephemeral_owner,
+        s.data_length,
+        s.num_children
+    )
+}
+
+/// A Stat as JSON, with ZooKeeper's field names.
+pub fn stat_json(s: &Stat) -> Value {
+    json!({
+        "czxid": s.czxid,
+        "mzxid": s.mzxid,
+        "ctime": s.ctime,
+        "mtime": s.mtime,
+        "version": s.version,
+        "cversion": s.cversion,
+        "aversion": s.aversion,
+        "ephemeralOwner": s.ephemeral_owner,
+        "dataLength": s.data_length,
+        "numChildren": s.num_children,
+        "pzxid": s.pzxid,
+    })
+}
+
+/// Data as JSON: the text when it is UTF-8, and always base64.
+pub fn data_json(data: &[u8]) -> Value {
+    use base64::Engine;
+    json!({
+        "data": std::str::from_utf8(data).ok(),
+        "data_base64": base64::engine::general_purpose::STANDARD.encode(data),
+    })
+}
+
+/// An ACL entry as JSON.
+pub fn acl_json(acl: &Acl) -> Value {
+    json!({ "scheme": acl.id.scheme, "id": acl.id.id, "perms": format_perms(acl.perms), "perms_bits": acl.perms })
+}
+
+/// A watch event as JSON.
+pub fn event_json(e: &WatchEvent) -> Value {
+    json!({ "event": { "type": format!("{:?}", e.event_type), "path": e.path, "zxid": e.zxid } })
+}
+
+/// A watch event as zkCli prints it.
+pub fn event_text(e: &WatchEvent) -> String {
+    format!("WatchedEvent state:SyncConnected type:{:?} path:{} zxid:{:#x}", e.event_type, e.path, e.zxid)
+}
+
+/// Writes results in the chosen form.
+pub struct Printer {
+    /// JSON lines instead of text.
+    pub json: bool,
+}
+
+impl Printer {
+    /// Prints one JSON document on its own line.
+    pub fn doc(&self, value: Value) {
+        println!("{value}");
+    }
+
+    /// Prints a line of text.
+    pub fn line(&self, text: &str) {
+        println!("{text}");
+    }
+
+    /// Writes raw bytes and a newline (node data in text mode).
+    pub fn raw(&self, data: &[u8]) {
+        let mut out = std::io::stdout().lock();
+        // A closed pipe (e.g. `| head`) is not worth an error of its own.
+        let _ = out.write_all(data).and_then(|()| out.write_all(b"\n")).and_then(|()| out.flush());
+    }
+
+    /// Prints a Stat.
+    pub fn stat(&self, stat: &Stat) {
+        if self.json {
+            self.doc(json!({ "stat": stat_json(stat) }));
+        } else {
+            self.line(&stat_text(stat));
+        }
+    }
+
+    /// Prints a watched event (node event or state notice).
+    pub fn watched(&self, event: &WatchedEvent) {
+        match (event, self.json) {
+            (WatchedEvent::Node(e), true) => self.doc(event_json(e)),
+            (WatchedEvent::Node(e), false) => self.line(&event_text(e)),
+            (WatchedEvent::State(s), true) => self.doc(json!({ "state": s.name() })),
+            (WatchedEvent::State(s), false) => {
+                self.line(&format!("WatchedEvent state:{} type:None path:null", s.name()))
+            }
+            (WatchedEvent::Overflowed, true) => self.doc(json!({ "overflowed": true })),
+            (WatchedEvent::Overflowed, false) => self.line("WatchedEvent overflowed: events were lost, watch removed"),
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Prints ACL entries.
+    pub fn acl(&self, acl: &[Acl], stat: &Stat) {
+        if self.json {
+            self.doc(json!({ "acl": acl.iter().map(acl_json).collect::<Vec<_>>(), "stat": stat_json(stat) }));
+        } else {
+            for entry in acl {
+                self.line(&format_acl(entry));
+            }
+        }
+    }
+
+    /// Reports an error on stderr and returns its exit code.
+    pub fn fail(&self, e: &ClientError) -> Exit {
+        let exit = exit_for(e);
+        if self.json {
+            let (code, name, path) = match e {
+                ClientError::Server(z) | ClientError::MultiFailed { error: z, .. } => {
+                    (Some(z.code.code()), Some(z.code.name()), Some(z.path.clone()))
+                }
+                other => (other.code().map(|c| c.code()), other.code().map(|c| c.name()), None),
+            };
+            eprintln!("{}", json!({ "error": { "code": code, "name": name, "path": path, "message": e.to_string() } }));
+        } else {
+            eprintln!("Error: {e}");
+        }
+        exit
+    }
+
+    /// Reports a usage problem found after parsing.
+    pub fn usage(&self, message: &str) -> Exit {
+        self.fail(&ClientError::InvalidArgument(message.to_string()))
+    }
+
+    /// Reports that a watch ended because the session did.
+    pub fn session_over(&self, state: ConnectionState) -> Exit {
+        let e = match state {
+            ConnectionState::Expired => ClientError::SessionExpired,
+            _ => ClientError::Closed,
+        };
+        self.fail(&e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zabkeeper::error::{ErrorCode, ZkError};
+
+    #[test]
+    fn times_print_like_java_dates_in_utc() {
+        assert_eq!(format_time(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(format_time(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+        assert_eq!(format_time(1_700_000_000_123), "Tue Nov 14 22:13:20 UTC 2023");
+        assert_eq!(format_time(-1000), "Wed Dec 31 23:59:59 UTC 1969");
+    }
+
+    #[test]
+    fn stat_prints_every_field_like_zkcli() {
+        let s = Stat { czxid: 0x10, mzxid: 0x11, pzxid: 0x12, version: 2, ephemeral_owner: 0xabc, ..Stat::default() };
+        let text = stat_text(&s);
+        assert!(text.starts_with("cZxid = 0x10\nctime = Thu Jan 01 00:00:00 UTC 1970\nmZxid = 0x11\n"), "{text}");
+        assert!(text.contains("dataVersion = 2\n"));
+        assert!(text.contains("ephemeralOwner = 0xabc\n"));
+        assert!(text.ends_with("numChildren = 0"));
+        assert_eq!(stat_json(&s)["ephemeralOwner"], 0xabc);
+    }
+
+    #[test]
+    fn errors_map_to_exit_codes_by_kind() {
+        assert_eq!(exit_for(&ClientError::Server(ZkError::new(ErrorCode::NoNode, "/x"))), Exit::Server);
+        assert_eq!(exit_for(&ClientError::InvalidArgument("x".into())), Exit::Usage);
+        assert_eq!(exit_for(&ClientError::ConnectionLoss("x".into())), Exit::Connection);
+        assert_eq!(exit_for(&ClientError::SessionExpired), Exit::Connection);
+    }
+
+    #[test]
+    fn data_is_shown_as_text_when_it_is_utf8_and_always_as_base64() {
+        assert_eq!(data_json(b"hi"), json!({ "data": "hi", "data_base64": "aGk=" }));
+        assert_eq!(data_json(&[0xff]), json!({ "data": null, "data_base64": "/w==" }));
+    }
+}
