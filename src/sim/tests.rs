@@ -52,10 +52,12 @@ fn five_replicas_survive_faults() {
 }
 
 /// Seeds that once broke an invariant, replayed on every run (with the bug each exposed).
-const REGRESSIONS: [(u64, u64, &str); 3] = [
+const REGRESSIONS: [(u64, u64, &str); 5] = [
     (5, 0x5eed_0000, "a follower waited forever in sync while pings kept it alive"),
     (3, 0x5eed_0004, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
     (3, 0x5eed_0005, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
+    (3, 0x5eed_007b, "an interrupted SNAP sync dropped committed entries, then a leader without them won"),
+    (5, 0x5eed_0038, "an interrupted SNAP sync dropped committed entries, then a leader without them won"),
 ];
 
 #[test]

@@ -9,6 +9,7 @@
 //! (ZOOKEEPER-1154/1156): either would mean it lost part of the stream, and it
 //! goes back to election to be synced afresh.
 
+use super::log::Log;
 use super::{Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::storage::StorageOp;
@@ -41,6 +42,22 @@ pub(super) struct Follower {
     since: u64,
     /// The leader's commit point as last heard.
     leader_committed: Zxid,
+    /// A SNAP sync in progress: the snapshot and the entries after it, held
+    /// until NEWLEADER so the switch to the leader's history is all or nothing.
+    snapshot: Option<PendingSnapshot>,
+}
+
+/// A leader's snapshot and the entries that follow it, not yet installed.
+struct PendingSnapshot {
+    zxid: Zxid,
+    chunks: Vec<Bytes>,
+    entries: Vec<Entry>,
+}
+
+impl PendingSnapshot {
+    fn last_zxid(&self) -> Zxid {
+        self.entries.last().map_or(self.zxid, |e| e.zxid)
+    }
 }
 
 impl Follower {
@@ -52,6 +69,7 @@ impl Follower {
             last_heard: now,
             since: now,
             leader_committed: Zxid::ZERO,
+            snapshot: None,
         }
     }
 }
@@ -185,19 +203,58 @@ impl Peer {
         }
         f.stage = Stage::Syncing;
         f.leader_committed = f.leader_committed.max(zxid);
+        // Nothing changes yet, in memory or on disk: if this sync breaks off,
+        // we must still hold every entry we had, committed ones among them.
+        f.snapshot = Some(PendingSnapshot { zxid, chunks, entries: Vec::new() });
+    }
+
+    /// Entries that follow a pending snapshot are held with it.
+    fn hold_after_snapshot(&mut self, entries: Vec<Entry>) {
+        let Some(f) = self.follower() else { return };
+        let Some(pending) = f.snapshot.as_mut() else { return };
+        for entry in entries {
+            let last = pending.last_zxid();
+            if entry.zxid <= last {
+                continue;
+            }
+            if !Log::follows(last, entry.zxid) {
+                let reason =
+                    format!("lost part of the leader's stream: entry {:?} does not follow {last:?}", entry.zxid);
+                self.become_looking(&reason);
+                return;
+            }
+            pending.entries.push(entry);
+        }
+    }
+
+    /// At NEWLEADER: replaces tree, log and storage with the snapshot and the
+    /// entries after it, in one storage batch.
+    fn install_pending_snapshot(&mut self, pending: PendingSnapshot) {
+        let PendingSnapshot { zxid, chunks, entries } = pending;
         self.log.reset(zxid);
         self.committed = zxid;
         self.durable_zxid = zxid;
         self.appends_in_flight.clear();
         self.outbox.push(Action::InstallSnapshot { zxid, chunks: chunks.clone() });
-        // Durable at once (ZOOKEEPER-3642): a later DIFF must not build on a lost snapshot.
         self.persist(StorageOp::InstallSnapshot { zxid, chunks });
+        for entry in &entries {
+            if let Err(e) = self.log.append(entry.clone()) {
+                unreachable!("entries after a snapshot were checked as they arrived: {e}");
+            }
+        }
+        if !entries.is_empty() {
+            self.persist(StorageOp::Append(entries));
+        }
     }
 
     fn on_proposal(&mut self, entries: Vec<Entry>) {
         let Some(f) = self.follower() else { return };
         if f.stage == Stage::AwaitingSync {
             self.become_looking("a proposal arrived before DIFF or SNAP");
+            return;
+        }
+        if f.snapshot.is_some() {
+            self.hold_after_snapshot(entries);
             return;
         }
         let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
@@ -239,10 +296,15 @@ impl Peer {
             _ => return,
         }
         let (leader, epoch) = (f.leader, f.epoch);
-        if self.log.last_zxid() != zxid {
-            let reason = format!("NEWLEADER at {zxid:?} but our log ends at {:?}", self.log.last_zxid());
+        let pending = f.snapshot.take();
+        let last = pending.as_ref().map_or(self.log.last_zxid(), PendingSnapshot::last_zxid);
+        if last != zxid {
+            let reason = format!("NEWLEADER at {zxid:?} but our history ends at {last:?}");
             self.become_looking(&reason);
             return;
+        }
+        if let Some(pending) = pending {
+            self.install_pending_snapshot(pending);
         }
         if let Some(f) = self.follower() {
             f.stage = Stage::AwaitingUpToDate;
