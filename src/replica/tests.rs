@@ -182,6 +182,15 @@ impl Ensemble {
         panic!("no reply to xid {xid}");
     }
 
+    /// Lets `ticks` pass while `conn` keeps its session alive with pings.
+    fn idle(&mut self, conn: ConnId, ticks: usize) {
+        for _ in 0..ticks {
+            self.send(conn, Op::Ping);
+            self.tick();
+        }
+        self.take(conn);
+    }
+
     fn crash(&mut self, id: ServerId) {
         self.nodes.get_mut(&id).unwrap().up = false;
         for p in self.nodes.keys().copied().collect::<Vec<_>>() {
@@ -361,4 +370,44 @@ fn invalid_requests_get_precise_errors_in_order() {
         e.call(c, Op::RemoveWatches { path: "/".into(), kind: crate::tree::watch::WatcherType::Any }).unwrap_err().code,
         ErrorCode::NoWatcher
     );
+}
+
+#[test]
+fn containers_are_reaped_once_their_last_child_goes() {
+    let mut e = Ensemble::new(3);
+    let (c, _, _) = e.connect(1);
+    e.call(c, create("/box", CreateMode::Container)).unwrap();
+    e.call(c, create("/box/item", CreateMode::Persistent)).unwrap();
+    // Never-used containers stay (ZooKeeper's default); with a child, too.
+    e.idle(c, 25);
+    assert!(e.call(c, Op::Exists { path: "/box".into(), watch: false }).is_ok());
+    e.call(c, Op::Delete { path: "/box/item".into(), version: -1 }).unwrap();
+    e.idle(c, 25);
+    assert_eq!(e.call(c, Op::Exists { path: "/box".into(), watch: false }).unwrap_err().code, ErrorCode::NoNode);
+    let empty_container = create("/never-used", CreateMode::Container);
+    e.call(c, empty_container).unwrap();
+    e.idle(c, 25);
+    assert!(e.call(c, Op::Exists { path: "/never-used".into(), watch: false }).is_ok());
+}
+
+#[test]
+fn ttl_nodes_expire_after_their_ttl_without_children() {
+    let mut e = Ensemble::new(3);
+    let (c, _, _) = e.connect(2);
+    let ttl = |path: &str, ttl_ms| Op::Create {
+        path: path.into(),
+        data: Bytes::new(),
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::PersistentWithTtl,
+        ttl_ms,
+    };
+    e.call(c, ttl("/short", 500)).unwrap();
+    e.call(c, ttl("/parent", 500)).unwrap();
+    e.call(c, create("/parent/child", CreateMode::Persistent)).unwrap();
+    e.call(c, ttl("/long", 60_000)).unwrap();
+    e.idle(c, 30); // 3 s of ticks
+    let exists = |e: &mut Ensemble, p: &str| e.call(c, Op::Exists { path: p.into(), watch: false }).is_ok();
+    assert!(!exists(&mut e, "/short"), "expired");
+    assert!(exists(&mut e, "/parent"), "kept while it has a child");
+    assert!(exists(&mut e, "/long"));
 }

@@ -1,1 +1,326 @@
+//! The data tree's rules: Stat bookkeeping, create modes, ephemerals,
+//! containers and TTL nodes, multi, sessions and the watches each change fires.
 
+use super::*;
+use crate::ids::SessionId;
+use crate::tree::acl::perms;
+use crate::tree::stat::{EphemeralType, CONTAINER_EPHEMERAL_OWNER};
+use crate::tree::watch::{AddWatchMode, EventType};
+
+const S: SessionId = SessionId(0x0100_0000_0000_0001);
+const OTHER: SessionId = SessionId(0x0100_0000_0000_0002);
+
+struct T {
+    tree: DataTree,
+    counter: u32,
+}
+
+impl T {
+    fn new() -> T {
+        T { tree: DataTree::new(), counter: 0 }
+    }
+
+    fn apply(&mut self, session: SessionId, body: TxnBody) -> Applied {
+        self.counter += 1;
+        let zxid = Zxid::new(1, self.counter);
+        self.tree.apply(zxid, &Txn { session, cxid: self.counter as i32, time_ms: 1000 + self.counter as i64, body })
+    }
+
+    fn create(&mut self, path: &str, owner: i64, parent_cversion: i32) -> Applied {
+        self.apply(
+            S,
+            TxnBody::Create {
+                path: path.into(),
+                data: Bytes::from_static(b"data"),
+                acl: Acl::open_unsafe(),
+                ephemeral_owner: owner,
+                parent_cversion,
+            },
+        )
+    }
+
+    fn stat(&self, path: &str) -> Stat {
+        self.tree.state().node(path).expect("node exists").stat()
+    }
+}
+
+fn events(applied: &Applied) -> Vec<(SessionId, EventType, String)> {
+    applied.events.iter().map(|(s, e)| (*s, e.event_type, e.path.clone())).collect()
+}
+
+#[test]
+fn fresh_tree_has_zookeepers_own_nodes() {
+    let t = T::new();
+    let (children, _) = t.tree.state().node("/").map(|n| (n.children.len(), ())).unwrap();
+    assert_eq!(children, 1, "/zookeeper only");
+    for path in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
+        assert!(t.tree.state().node(path).is_some(), "{path}");
+    }
+    assert_eq!(t.tree.state().node("/zookeeper/config").unwrap().acl.as_ref(), Acl::read_unsafe().as_slice());
+}
+
+#[test]
+fn create_sets_every_stat_field_and_updates_the_parent() {
+    let mut t = T::new();
+    let applied = t.create("/a", 0, 1);
+    let TxnResult::Created { path, stat } = applied.result else { panic!("{:?}", applied.result) };
+    assert_eq!(path, "/a");
+    let zxid = Zxid::new(1, 1).as_i64();
+    assert_eq!(
+        stat,
+        Stat {
+            czxid: zxid,
+            mzxid: zxid,
+            ctime: 1001,
+            mtime: 1001,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner: 0,
+            data_length: 4,
+            num_children: 0,
+            pzxid: zxid,
+        }
+    );
+    let root = t.stat("/");
+    assert_eq!((root.cversion, root.pzxid, root.num_children), (1, zxid, 2));
+}
+
+#[test]
+fn set_data_bumps_version_mzxid_mtime_only() {
+    let mut t = T::new();
+    t.create("/a", 0, 1);
+    let before = t.stat("/a");
+    let applied = t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"xy"), version: 1 });
+    let TxnResult::DataSet(after) = applied.result else { panic!() };
+    assert_eq!(after.version, 1);
+    assert_eq!(after.mzxid, Zxid::new(1, 2).as_i64());
+    assert_eq!(after.mtime, 1002);
+    assert_eq!(after.data_length, 2);
+    assert_eq!(
+        (after.czxid, after.ctime, after.cversion, after.pzxid),
+        (before.czxid, before.ctime, before.cversion, before.pzxid)
+    );
+}
+
+#[test]
+fn delete_moves_pzxid_but_not_cversion() {
+    // ZooKeeper 3.9's DataTree.deleteNode changes pzxid only; cversion counts creates.
+    let mut t = T::new();
+    t.create("/p", 0, 1);
+    t.create("/p/c", 0, 1);
+    let cversion = t.stat("/p").cversion;
+    t.apply(S, TxnBody::Delete { path: "/p/c".into() });
+    let p = t.stat("/p");
+    assert_eq!(p.cversion, cversion);
+    assert_eq!(p.pzxid, Zxid::new(1, 3).as_i64());
+    assert_eq!(p.num_children, 0);
+}
+
+#[test]
+fn set_acl_bumps_aversion_and_interns_the_list() {
+    let mut t = T::new();
+    t.create("/a", 0, 1);
+    t.create("/b", 0, 2);
+    let acl = vec![Acl::new(perms::READ, "world", "anyone")];
+    let applied = t.apply(S, TxnBody::SetAcl { path: "/a".into(), acl: acl.clone(), version: 1 });
+    assert!(matches!(applied.result, TxnResult::AclSet(s) if s.aversion == 1));
+    t.apply(S, TxnBody::SetAcl { path: "/b".into(), acl, version: 1 });
+    let (a, b) = (t.tree.state().node("/a").unwrap(), t.tree.state().node("/b").unwrap());
+    assert!(Arc::ptr_eq(&a.acl, &b.acl), "equal lists share one allocation");
+}
+
+#[test]
+fn ephemerals_are_tracked_per_session_and_go_with_it() {
+    let mut t = T::new();
+    t.apply(S, TxnBody::CreateSession { timeout_ms: 5000, password: Bytes::from_static(&[1; 16]) });
+    t.create("/e1", S.0, 1);
+    t.create("/e2", S.0, 2);
+    t.create("/keep", 0, 3);
+    assert_eq!(t.tree.ephemerals(S, "/"), vec!["/e1".to_string(), "/e2".to_string()]);
+    assert_eq!(t.tree.ephemerals(S, "/e2"), vec!["/e2".to_string()]);
+    assert_eq!(t.tree.ephemerals(OTHER, "/"), Vec::<String>::new());
+    assert!(t.tree.state().session(S).is_some());
+    let applied = t.apply(S, TxnBody::CloseSession { paths: vec!["/e1".into(), "/e2".into()] });
+    assert_eq!(applied.result, TxnResult::SessionClosed);
+    assert!(t.tree.state().node("/e1").is_none() && t.tree.state().node("/e2").is_none());
+    assert!(t.tree.state().node("/keep").is_some());
+    assert!(t.tree.state().session(S).is_none());
+    assert!(t.tree.state().all_ephemerals().is_empty());
+}
+
+#[test]
+fn containers_and_ttl_nodes_are_indexed() {
+    let mut t = T::new();
+    t.create("/c", CONTAINER_EPHEMERAL_OWNER, 1);
+    t.create("/t", EphemeralType::ttl_owner(500), 2);
+    let state = t.tree.state();
+    assert_eq!(state.containers().map(|p| p.to_string()).collect::<Vec<_>>(), vec!["/c"]);
+    assert_eq!(state.ttl_nodes().map(|p| p.to_string()).collect::<Vec<_>>(), vec!["/t"]);
+    t.apply(S, TxnBody::Delete { path: "/c".into() });
+    assert_eq!(t.tree.state().containers().count(), 0);
+}
+
+#[test]
+fn a_transaction_that_does_not_fit_changes_nothing() {
+    let mut t = T::new();
+    let digest = t.tree.state().digest();
+    assert_eq!(t.create("/x/y", 0, 1).result, TxnResult::Error(ErrorCode::NoNode));
+    assert_eq!(t.apply(S, TxnBody::Delete { path: "/nope".into() }).result, TxnResult::Error(ErrorCode::NoNode));
+    assert_eq!(
+        t.apply(S, TxnBody::Delete { path: "/zookeeper/quota".into() }).result,
+        TxnResult::Error(ErrorCode::BadArguments)
+    );
+    assert_eq!(t.tree.state().digest(), digest);
+    assert_eq!(t.tree.last_zxid(), Zxid::new(1, 3), "the zxid still advances: the txn was committed");
+}
+
+#[test]
+fn multi_applies_every_op_under_one_zxid_and_a_failed_one_nothing() {
+    let mut t = T::new();
+    let ops = vec![
+        TxnBody::Create {
+            path: "/m".into(),
+            data: Bytes::new(),
+            acl: Acl::open_unsafe(),
+            ephemeral_owner: 0,
+            parent_cversion: 1,
+        },
+        TxnBody::SetData { path: "/m".into(), data: Bytes::from_static(b"1"), version: 1 },
+        TxnBody::Check { path: "/m".into() },
+    ];
+    let applied = t.apply(S, TxnBody::Multi(ops));
+    let TxnResult::Multi(results) = applied.result else { panic!() };
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(Result::is_ok));
+    let stat = t.stat("/m");
+    assert_eq!(stat.czxid, stat.mzxid, "one zxid for every op");
+    let digest = t.tree.state().digest();
+    let failed =
+        t.apply(S, TxnBody::MultiError(vec![ErrorCode::Ok, ErrorCode::BadVersion, ErrorCode::RuntimeInconsistency]));
+    assert_eq!(
+        failed.result,
+        TxnResult::Multi(vec![Err(ErrorCode::Ok), Err(ErrorCode::BadVersion), Err(ErrorCode::RuntimeInconsistency)])
+    );
+    assert_eq!(t.tree.state().digest(), digest);
+}
+
+#[test]
+fn create_and_delete_fire_data_and_child_watches() {
+    let mut t = T::new();
+    t.tree.exists("/w", Some(S)).unwrap_err();
+    t.tree.get_children("/", Some(OTHER)).unwrap();
+    let applied = t.create("/w", 0, 1);
+    assert_eq!(
+        events(&applied),
+        vec![(S, EventType::NodeCreated, "/w".into()), (OTHER, EventType::NodeChildrenChanged, "/".into())]
+    );
+    t.tree.get_data("/w", Some(S)).unwrap();
+    t.tree.get_children("/w", Some(OTHER)).unwrap();
+    let applied = t.apply(S, TxnBody::Delete { path: "/w".into() });
+    assert_eq!(
+        events(&applied),
+        vec![(S, EventType::NodeDeleted, "/w".into()), (OTHER, EventType::NodeDeleted, "/w".into())]
+    );
+}
+
+#[test]
+fn set_data_fires_once_and_set_acl_not_at_all() {
+    let mut t = T::new();
+    t.create("/w", 0, 1);
+    t.tree.get_data("/w", Some(S)).unwrap();
+    let none = t.apply(S, TxnBody::SetAcl { path: "/w".into(), acl: Acl::open_unsafe(), version: 1 });
+    assert!(none.events.is_empty());
+    let first = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new(), version: 1 });
+    assert_eq!(events(&first), vec![(S, EventType::NodeDataChanged, "/w".into())]);
+    let second = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new(), version: 2 });
+    assert!(second.events.is_empty(), "one-shot");
+}
+
+#[test]
+fn get_data_on_a_missing_node_leaves_no_watch_but_exists_does() {
+    let mut t = T::new();
+    assert_eq!(t.tree.get_data("/later", Some(S)), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.watches().count(), 0);
+    assert_eq!(t.tree.exists("/later", Some(S)), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.watches().count(), 1);
+}
+
+#[test]
+fn closing_a_session_fires_watches_on_its_ephemerals() {
+    let mut t = T::new();
+    t.apply(S, TxnBody::CreateSession { timeout_ms: 5000, password: Bytes::new() });
+    t.create("/lock", S.0, 1);
+    t.tree.exists("/lock", Some(OTHER)).unwrap();
+    let applied = t.apply(S, TxnBody::CloseSession { paths: vec!["/lock".into()] });
+    assert_eq!(events(&applied), vec![(OTHER, EventType::NodeDeleted, "/lock".into())]);
+}
+
+#[test]
+fn persistent_recursive_watch_sees_the_subtree() {
+    let mut t = T::new();
+    t.tree.watches_mut().add_persistent("/app", AddWatchMode::PersistentRecursive, S);
+    t.create("/app", 0, 1);
+    t.create("/app/x", 0, 1);
+    let applied = t.apply(S, TxnBody::SetData { path: "/app/x".into(), data: Bytes::new(), version: 1 });
+    assert_eq!(events(&applied), vec![(S, EventType::NodeDataChanged, "/app/x".into())]);
+    assert_eq!(t.tree.watches().count(), 1, "still armed");
+}
+
+#[test]
+fn set_watches_fires_what_changed_since_the_clients_zxid() {
+    let mut t = T::new();
+    t.create("/same", 0, 1);
+    t.create("/changed", 0, 2);
+    let seen = t.tree.last_zxid().as_i64();
+    t.apply(S, TxnBody::SetData { path: "/changed".into(), data: Bytes::new(), version: 1 });
+    t.create("/born", 0, 3);
+    let fired = t.tree.set_watches(
+        S,
+        seen,
+        &["/same".into(), "/changed".into(), "/gone".into()],
+        &["/born".into(), "/absent".into()],
+        &["/same".into()],
+    );
+    let fired: Vec<(EventType, &str)> = fired.iter().map(|e| (e.event_type, e.path.as_str())).collect();
+    assert_eq!(
+        fired,
+        vec![
+            (EventType::NodeDataChanged, "/changed"),
+            (EventType::NodeDeleted, "/gone"),
+            (EventType::NodeCreated, "/born"),
+        ]
+    );
+    // "/same" (data and child) and "/absent" (exists) are re-armed.
+    assert_eq!(t.tree.watches().count(), 3);
+}
+
+#[test]
+fn descendant_count_and_walk_order() {
+    let mut t = T::new();
+    t.create("/a", 0, 1);
+    t.create("/a/b", 0, 1);
+    t.create("/a/b/c", 0, 1);
+    t.create("/a/d", 0, 2);
+    assert_eq!(t.tree.state().descendant_count("/a"), 3);
+    assert_eq!(t.tree.state().descendant_count("/"), t.tree.state().node_count() - 1);
+    let mut order = Vec::new();
+    t.tree.state().walk(|path, _| order.push(path.to_string()));
+    let a = order.iter().position(|p| p == "/a").unwrap();
+    let abc = order.iter().position(|p| p == "/a/b/c").unwrap();
+    let ab = order.iter().position(|p| p == "/a/b").unwrap();
+    assert!(a < ab && ab < abc, "parents before children: {order:?}");
+}
+
+#[test]
+fn a_snapshot_copy_is_unaffected_by_later_writes() {
+    let mut t = T::new();
+    t.create("/a", 0, 1);
+    let frozen = t.tree.snapshot();
+    let digest = frozen.digest();
+    t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"changed"), version: 1 });
+    t.create("/b", 0, 2);
+    assert_eq!(frozen.digest(), digest);
+    assert!(frozen.node("/b").is_none());
+    assert_ne!(t.tree.state().digest(), digest);
+}
