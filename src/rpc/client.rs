@@ -60,14 +60,19 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
             let _ = out.send(Ok(closing(ErrorCode::BadArguments, "the first message must be Connect"))).await;
             return;
         }
-        Ok(None) | Err(_) => return,
+        Ok(None) => return,
+        Err(status) => {
+            let message = format!("malformed Connect: {}", status.message());
+            let _ = out.send(Err(Status::invalid_argument(message))).await;
+            return;
+        }
     };
     let conn = handle.next_conn();
     let server_id = handle.config.id;
     let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
     // Writer: the replica's messages, in order, until it closes the session.
     let writer_out = out.clone();
-    let writer = tokio::spawn(async move {
+    let mut writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             let last = matches!(msg, ClientMessage::Close { .. } | ClientMessage::ConnectFailed { .. });
             if writer_out.send(Ok(client_message_to_pb(server_id, msg))).await.is_err() || last {
@@ -84,8 +89,14 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     if handle.events.send(Event::Connect { conn, request, identities, tx }).await.is_err() {
         return;
     }
+    let mut broken: Option<String> = None;
     loop {
-        let event = match incoming.message().await {
+        let next = tokio::select! {
+            next = incoming.message() => next,
+            // The server ended the session (closed, expired, shutting down).
+            _ = &mut writer => break,
+        };
+        let event = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 match op_from_pb(r.op) {
                     Ok(op) => Event::Request { conn, xid: r.xid, tag: 0, op },
@@ -100,16 +111,24 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
             },
             Ok(None) => break,
             Err(status) => {
+                // An undecodable or oversized message: gRPC cannot go on with
+                // this stream, but the session lives on for the client to resume.
                 tracing::debug!(conn, error = %status, "client stream failed");
+                broken = Some(status.message().to_string());
                 break;
             }
         };
         if handle.events.send(event).await.is_err() {
             break;
         }
-        if writer.is_finished() {
-            break;
-        }
     }
     let _ = handle.events.send(Event::Disconnect { conn }).await;
+    if let Some(reason) = broken {
+        // Let everything already answered go out first, then say why the stream ends.
+        if !writer.is_finished() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), &mut writer).await;
+        }
+        let message = format!("malformed request, the stream ends (the session can be resumed): {reason}");
+        let _ = out.send(Ok(closing(ErrorCode::MarshallingError, &message))).await;
+    }
 }

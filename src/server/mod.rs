@@ -369,6 +369,7 @@ pub fn start(
         storage_tx: Some(storage_tx),
         transport,
         conns: HashMap::new(),
+        leaving: Vec::new(),
         status_tx,
         events_tx,
         snapshot_waiters: Vec::new(),
@@ -389,6 +390,8 @@ struct Owner {
     storage_tx: Option<mpsc::UnboundedSender<storage_worker::Batch>>,
     transport: transport::Transport,
     conns: HashMap<ConnId, mpsc::Sender<ClientMessage>>,
+    /// Connections that went away this turn.
+    leaving: Vec<ConnId>,
     status_tx: watch::Sender<Status>,
     events_tx: mpsc::Sender<Event>,
     snapshot_waiters: Vec<oneshot::Sender<Result<Zxid, String>>>,
@@ -469,7 +472,9 @@ impl Owner {
             Event::Request { conn, xid, tag, op } => Input::Request { conn, xid, tag, op },
             Event::BadRequest { conn, xid, tag, error } => Input::BadRequest { conn, xid, tag, error },
             Event::Disconnect { conn } => {
-                self.conns.remove(&conn);
+                // Messages produced earlier in this turn still go out; the
+                // sender is dropped once the turn's outputs are carried out.
+                self.leaving.push(conn);
                 Input::Disconnect { conn }
             }
             Event::Query(q) => {
@@ -558,6 +563,9 @@ impl Owner {
                 let _ = tx.send(batch);
             }
         }
+        for conn in self.leaving.drain(..) {
+            self.conns.remove(&conn);
+        }
     }
 
     /// Delivers a client message; false when the client cannot keep up.
@@ -611,6 +619,8 @@ impl Owner {
     /// Clean stop: every client is told, pending storage is flushed.
     fn shut_down(&mut self) {
         tracing::info!("shutting down: closing client connections and flushing the log");
+        // Ends followers' streams so the peer server's graceful stop need not wait for them.
+        self.transport.shut_down();
         for (_, tx) in self.conns.drain() {
             let _ = tx.try_send(ClientMessage::Close {
                 error: ErrorCode::ConnectionLoss,

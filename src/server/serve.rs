@@ -118,8 +118,12 @@ pub async fn serve(
             result.unwrap_or(Ok(()))
         }
     };
+    // Listeners stop accepting at once; a connection that does not finish
+    // within a few seconds does not hold the process up.
     for task in tasks {
-        let _ = task.await;
+        if tokio::time::timeout(std::time::Duration::from_secs(5), task).await.is_err() {
+            tracing::warn!("a listener did not stop within 5 s; exiting anyway");
+        }
     }
     result
 }

@@ -106,6 +106,17 @@ impl Transport {
         }
     }
 
+    /// Closes every stream (the replica is stopping).
+    pub fn shut_down(&mut self) {
+        if let Some(f) = self.follow.take() {
+            f.task.abort();
+        }
+        if let Ok(mut inbound) = self.inbound.lock() {
+            inbound.clear();
+        }
+        self.notifiers.clear();
+    }
+
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
         let Some(&addr) = self.addrs.get(&to) else { return };
         let tx = self.notifiers.entry(to).or_insert_with(|| {
