@@ -2,7 +2,7 @@
 //! and the ZooKeeper wire port) and the replica that serves them.
 //!
 //! Front ends decode their own formats into [`Op`] and encode [`OpResult`] /
-//! [`ZkError`](crate::error::ZkError) back; everything in between sees only these types.
+//! [`ZkError`] back; everything in between sees only these types.
 
 use crate::error::{ErrorCode, ZkError};
 use crate::tree::acl::{Acl, Id};

@@ -21,9 +21,9 @@
 //! made while the client is reconnecting wait for it; once the session expires
 //! every call fails with `SessionExpired` and the client must be replaced.
 //!
-//! Layout: [`connection`] is the background task that owns the stream;
-//! [`watcher`] the watch futures/streams and their routing; [`fifo`] and
-//! [`reconnect`] the pure parts of the task; [`multi`] and [`response`] the
+//! Layout: `connection` is the background task that owns the stream;
+//! [`watcher`] the watch futures/streams and their routing; `fifo` and
+//! `reconnect` the pure parts of the task; [`multi`] and `response` the
 //! request and answer shapes; [`acl_spec`] the zkCli ACL syntax.
 
 pub mod acl_spec;

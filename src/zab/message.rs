@@ -65,17 +65,17 @@ pub enum Message {
         /// What the sender is doing.
         state: PeerState,
     },
-    /// [FOLLOWERINFO] A follower presents itself to its elected leader.
+    /// \[FOLLOWERINFO\] A follower presents itself to its elected leader.
     FollowerInfo {
         /// The follower's acceptedEpoch.
         accepted_epoch: Epoch,
     },
-    /// [LEADERINFO] The epoch the leader proposes.
+    /// \[LEADERINFO\] The epoch the leader proposes.
     LeaderInfo {
         /// The new epoch.
         epoch: Epoch,
     },
-    /// [ACKEPOCH] The follower's promise (if `acked`) and its history position.
+    /// \[ACKEPOCH\] The follower's promise (if `acked`) and its history position.
     AckEpoch {
         /// The new epoch acknowledged.
         epoch: Epoch,
@@ -89,7 +89,7 @@ pub enum Message {
         /// The shape of the follower's log.
         summary: LogSummary,
     },
-    /// [DIFF / TRUNC] Start of synchronization: drop entries after
+    /// \[DIFF / TRUNC\] Start of synchronization: drop entries after
     /// `truncate_to` if set, then append the entries that follow.
     Diff {
         /// The epoch.
@@ -103,7 +103,7 @@ pub enum Message {
         /// The leader's commit point.
         committed: Zxid,
     },
-    /// [SNAP] The leader's whole tree at `zxid`, in chunks. Starts a
+    /// \[SNAP\] The leader's whole tree at `zxid`, in chunks. Starts a
     /// synchronization on its own: the entries after `zxid` follow.
     Snap {
         /// The epoch.
@@ -113,7 +113,7 @@ pub enum Message {
         /// `tree::snapshot` chunks.
         chunks: Vec<Bytes>,
     },
-    /// [NEWLEADER] The follower now has the leader's history up to `zxid`.
+    /// \[NEWLEADER\] The follower now has the leader's history up to `zxid`.
     NewLeader {
         /// The epoch.
         epoch: Epoch,
@@ -127,47 +127,47 @@ pub enum Message {
         /// The NEWLEADER zxid acknowledged.
         zxid: Zxid,
     },
-    /// [UPTODATE] Commit up to `committed` and serve clients.
+    /// \[UPTODATE\] Commit up to `committed` and serve clients.
     UpToDate {
         /// The epoch.
         epoch: Epoch,
         /// The leader's commit point.
         committed: Zxid,
     },
-    /// [PROPOSAL] Entries in zxid order (batched).
+    /// \[PROPOSAL\] Entries in zxid order (batched).
     Proposal {
         /// The epoch.
         epoch: Epoch,
         /// The entries.
         entries: Vec<Entry>,
     },
-    /// [ACK] Cumulative: every entry up to `zxid` is durable at the sender.
+    /// \[ACK\] Cumulative: every entry up to `zxid` is durable at the sender.
     Ack {
         /// The epoch.
         epoch: Epoch,
         /// Highest durable zxid.
         zxid: Zxid,
     },
-    /// [COMMIT] Cumulative: every entry up to `zxid` is committed.
+    /// \[COMMIT\] Cumulative: every entry up to `zxid` is committed.
     Commit {
         /// The epoch.
         epoch: Epoch,
         /// The commit point.
         zxid: Zxid,
     },
-    /// [PING] Leader heartbeat, carrying the commit point.
+    /// \[PING\] Leader heartbeat, carrying the commit point.
     Ping {
         /// The epoch.
         epoch: Epoch,
         /// The leader's commit point.
         committed: Zxid,
     },
-    /// [PING] Follower heartbeat.
+    /// \[PING\] Follower heartbeat.
     FollowerPing {
         /// The epoch.
         epoch: Epoch,
     },
-    /// [REQUEST] Application traffic to the leader (forwarded writes, session activity).
+    /// \[REQUEST\] Application traffic to the leader (forwarded writes, session activity).
     Forward {
         /// The epoch.
         epoch: Epoch,

@@ -9,11 +9,11 @@
 //! lets a seeded simulation run thousands of crash and partition schedules.
 //!
 //! The phases follow ZooKeeper (names in brackets are its packet types):
-//! 1. election [FLE]: votes (epoch, zxid, id) compared in that order;
-//! 2. discovery: [FOLLOWERINFO] → [LEADERINFO] new epoch → [ACKEPOCH];
-//! 3. synchronization: [DIFF]/[TRUNC]/[SNAP], then [NEWLEADER], acknowledged by
-//!    a quorum only once everything and the new epoch are durable → [UPTODATE];
-//! 4. broadcast: [PROPOSAL] → durable → [ACK] → quorum → [COMMIT], pipelined.
+//! 1. election \[FLE\]: votes (epoch, zxid, id) compared in that order;
+//! 2. discovery: \[FOLLOWERINFO\] → \[LEADERINFO\] new epoch → \[ACKEPOCH\];
+//! 3. synchronization: \[DIFF\]/\[TRUNC\]/\[SNAP\], then \[NEWLEADER\], acknowledged by
+//!    a quorum only once everything and the new epoch are durable → \[UPTODATE\];
+//! 4. broadcast: \[PROPOSAL\] → durable → \[ACK\] → quorum → \[COMMIT\], pipelined.
 //!
 //! Durability gates every acknowledgement: a message that promises something
 //! durable (ACKEPOCH, ACK of NEWLEADER, ACK, and the leader's own LEADERINFO)
