@@ -8,6 +8,8 @@
 //! connection loss, timeout, session expired), 130 interrupted while waiting.
 
 // A binary's root looks for modules beside it, so name the directory.
+#[path = "zkctl/admin.rs"]
+mod admin;
 #[path = "zkctl/commands.rs"]
 mod commands;
 #[path = "zkctl/output.rs"]
@@ -48,6 +50,9 @@ struct Cli {
     /// Session timeout to ask for, in ms.
     #[arg(long, global = true, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..=2_147_483_647))]
     session_timeout_ms: u64,
+    /// The admin address of one replica, for `zkctl admin` (its admin_addr).
+    #[arg(long, global = true, env = "ZKCTL_ADMIN", default_value = "127.0.0.1:4181")]
+    admin: String,
     /// Print one JSON document per result (one per line); errors as JSON on stderr.
     #[arg(long, global = true)]
     json: bool,
@@ -60,6 +65,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Ask one replica's admin API (`--admin host:port`): status, log, snapshots.
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
     /// Create a node and print its path (sequential nodes get a suffix).
     Create {
         /// Ephemeral: deleted when this invocation's session ends.
@@ -212,6 +220,9 @@ fn parse_auth(text: &str) -> Result<(String, Vec<u8>), String> {
 async fn run(cli: Cli) -> Exit {
     let out = Printer { json: cli.json };
     let timeout = Duration::from_millis(cli.timeout_ms);
+    if let Command::Admin(command) = cli.command {
+        return admin::run(&cli.admin, timeout, command, &out).await;
+    }
     let mut options = ClientOptions::default()
         .with_session_timeout(Duration::from_millis(cli.session_timeout_ms))
         .with_connect_timeout(timeout)
@@ -285,6 +296,7 @@ async fn dispatch(
         Command::Whoami => commands::whoami(client, out, None).await,
         Command::Ephemerals { prefix } => commands::ephemerals(client, out, prefix.as_deref().unwrap_or("/")).await,
         Command::Count { path } => commands::count(client, out, &path).await,
+        Command::Admin(_) => Err(ClientError::InvalidArgument("admin commands need no session".into())),
     }
 }
 

@@ -8,6 +8,7 @@ use crate::replica::{ClientMessage, ConnectRequest};
 use crate::server::{Event, ServerHandle, CLIENT_QUEUE};
 use crate::tree::acl::Id;
 use bytes::Bytes;
+use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
@@ -70,10 +71,19 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     let conn = handle.next_conn();
     let server_id = handle.config.id;
     let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
+    // Arrival times, in request order: replies come back in that order.
+    let (arrived_tx, mut arrived_rx) = mpsc::unbounded_channel::<Instant>();
     // Writer: the replica's messages, in order, until it closes the session.
     let writer_out = out.clone();
+    let stats = handle.stats.clone();
     let mut writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
+            stats.sent();
+            if matches!(msg, ClientMessage::Reply { .. }) {
+                if let Ok(arrived) = arrived_rx.try_recv() {
+                    stats.latency(arrived.elapsed());
+                }
+            }
             let last = matches!(msg, ClientMessage::Close { .. } | ClientMessage::ConnectFailed { .. });
             if writer_out.send(Ok(client_message_to_pb(server_id, msg))).await.is_err() || last {
                 break;
@@ -118,6 +128,8 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
                 break;
             }
         };
+        handle.stats.received();
+        let _ = arrived_tx.send(Instant::now());
         if handle.events.send(event).await.is_err() {
             break;
         }
