@@ -5,11 +5,12 @@ use super::client_convert::{client_message_to_pb, op_from_pb};
 use crate::error::{ErrorCode, ZkError};
 use crate::proto::client as pb;
 use crate::replica::{ClientMessage, ConnectRequest};
-use crate::server::{Event, ServerHandle, CLIENT_QUEUE};
+use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
 use bytes::Bytes;
+use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -73,6 +74,9 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
     // Arrival times, in request order: replies come back in that order.
     let (arrived_tx, mut arrived_rx) = mpsc::unbounded_channel::<Instant>();
+    // One permit per request in flight: the writer gives it back with the reply.
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let replied = in_flight.clone();
     // Writer: the replica's messages, in order, until it closes the session.
     let writer_out = out.clone();
     let stats = handle.stats.clone();
@@ -80,6 +84,7 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
         while let Some(msg) = rx.recv().await {
             stats.sent();
             if matches!(msg, ClientMessage::Reply { .. }) {
+                replied.add_permits(1);
                 if let Ok(arrived) = arrived_rx.try_recv() {
                     stats.latency(arrived.elapsed());
                 }
@@ -101,6 +106,15 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     }
     let mut broken: Option<String> = None;
     loop {
+        // Too many requests unanswered: stop reading until replies go out.
+        let permit = tokio::select! {
+            permit = in_flight.clone().acquire_owned() => permit,
+            _ = &mut writer => break,
+        };
+        match permit {
+            Ok(p) => p.forget(),
+            Err(_) => break,
+        }
         let next = tokio::select! {
             next = incoming.message() => next,
             // The server ended the session (closed, expired, shutting down).

@@ -34,6 +34,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 const INBOX: usize = 65_536;
 /// Most replies queued for one client before it is considered stuck and dropped.
 pub const CLIENT_QUEUE: usize = 16_384;
+/// Most requests one connection may have in flight; beyond it the front end
+/// stops reading that connection (TCP backpressure) until replies go out.
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
 /// Most events taken in one turn before outputs are carried out.
 const EVENTS_PER_TURN: usize = 1024;
 

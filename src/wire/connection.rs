@@ -16,15 +16,16 @@ use super::opcode::OpCode;
 use super::records::ConnectResponse;
 use crate::error::{ErrorCode, ZkError};
 use crate::replica::{ClientMessage, ConnectRequest};
-use crate::server::{Event, ServerHandle, CLIENT_QUEUE};
+use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
 use bytes::{Buf, BytesMut};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 /// Bytes a frame may carry beyond the largest node data (paths, ACLs, headers).
 pub const FRAME_SLACK: usize = 64 * 1024;
@@ -86,7 +87,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
     let conn = handle.next_conn();
     let (tx, rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
     let (pending_tx, pending_rx) = mpsc::unbounded_channel::<Pending>();
-    let mut writer_task = tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone()));
+    // One permit per request in flight: the writer gives it back with the reply.
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    let mut writer_task =
+        tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone(), in_flight.clone()));
     let request = ConnectRequest {
         session_id: connect.session_id,
         password: connect.passwd.clone(),
@@ -103,6 +107,15 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
         loop {
             match check_frame(&buf, max_frame) {
                 FrameStatus::Frame { payload, consumed } => {
+                    // Too many requests unanswered: stop reading until replies go out.
+                    let permit = tokio::select! {
+                        permit = in_flight.clone().acquire_owned() => permit,
+                        _ = &mut writer_task => break 'read,
+                    };
+                    match permit {
+                        Ok(p) => p.forget(),
+                        Err(_) => break 'read,
+                    }
                     let decoded = codec::decode_request(payload);
                     buf.advance(consumed);
                     let event = match decoded {
@@ -164,13 +177,14 @@ async fn write_loop(
     mut pending: mpsc::UnboundedReceiver<Pending>,
     connect: super::records::ConnectRequest,
     handle: ServerHandle,
+    in_flight: Arc<Semaphore>,
 ) {
     let mut out = Vec::with_capacity(8 * 1024);
     while let Some(first) = rx.recv().await {
-        let mut close = encode(first, &mut out, &mut pending, &connect, &handle).await;
+        let mut close = encode(first, &mut out, &mut pending, &connect, &handle, &in_flight).await;
         while !close {
             match rx.try_recv() {
-                Ok(msg) => close = encode(msg, &mut out, &mut pending, &connect, &handle).await,
+                Ok(msg) => close = encode(msg, &mut out, &mut pending, &connect, &handle, &in_flight).await,
                 Err(_) => break,
             }
         }
@@ -193,6 +207,7 @@ async fn encode(
     pending: &mut mpsc::UnboundedReceiver<Pending>,
     connect: &super::records::ConnectRequest,
     handle: &ServerHandle,
+    in_flight: &Semaphore,
 ) -> bool {
     handle.stats.sent();
     match msg {
@@ -212,6 +227,7 @@ async fn encode(
         }
         ClientMessage::Reply { xid, zxid, reply, .. } => {
             let Some(p) = pending.recv().await else { return true };
+            in_flight.add_permits(1);
             if p.xid != xid {
                 tracing::error!(expected = p.xid, got = xid, "reply out of order; closing the connection");
                 return true;
