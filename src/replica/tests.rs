@@ -362,3 +362,28 @@ fn invalid_requests_get_precise_errors_in_order() {
         ErrorCode::NoWatcher
     );
 }
+
+#[test]
+fn malformed_read_paths_answer_as_zookeeper() {
+    use crate::tree::watch::{AddWatchMode, WatcherType};
+    let mut e = Ensemble::new(1);
+    let (c, _, _) = e.connect(1);
+    e.call(c, create("/a", CreateMode::Persistent)).unwrap();
+    // ZooKeeper does not validate read paths: a malformed one names no node.
+    for path in ["/a/", "relative", "/a//b", "/a/."] {
+        assert_eq!(e.call(c, get(path, false)).unwrap_err().code, ErrorCode::NoNode, "getData {path}");
+        let exists = Op::Exists { path: path.into(), watch: false };
+        assert_eq!(e.call(c, exists).unwrap_err().code, ErrorCode::NoNode, "exists {path}");
+        let children = Op::GetChildren { path: path.into(), watch: false, with_stat: true };
+        assert_eq!(e.call(c, children).unwrap_err().code, ErrorCode::NoNode, "getChildren {path}");
+        let check = Op::CheckWatches { path: path.into(), kind: WatcherType::Any };
+        assert_eq!(e.call(c, check).unwrap_err().code, ErrorCode::NoWatcher, "checkWatches {path}");
+    }
+    // exists alone refuses a NUL character.
+    let nul = Op::Exists { path: "/a\0".into(), watch: false };
+    assert_eq!(e.call(c, nul).unwrap_err().code, ErrorCode::BadArguments);
+    assert_eq!(e.call(c, get("/a\0", false)).unwrap_err().code, ErrorCode::NoNode);
+    // addWatch registers whatever path it is given, and removeWatches finds it.
+    assert!(e.call(c, Op::AddWatch { path: "/a/".into(), mode: AddWatchMode::Persistent }).is_ok());
+    assert!(e.call(c, Op::RemoveWatches { path: "/a/".into(), kind: WatcherType::Persistent }).is_ok());
+}
