@@ -19,11 +19,21 @@ import time
 # ---------------------------------------------------------------- processes
 
 
+_GIVEN_PORTS = set()
+
+
 def free_port():
-    """A free TCP port on 127.0.0.1 (closed again before the server binds it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1 (closed again before the server binds it).
+    The OS may hand a closed port out again, so ports this process already
+    gave out are skipped."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
+    raise RuntimeError("no fresh loopback port in 1000 tries")
 
 
 def four_letter(port, word, timeout=2.0):
