@@ -712,12 +712,15 @@ def main():
         t2 = time.monotonic()
     finally:
         apache.stop()
-        ours.stop()
+        panics = ours.stop()
 
     observed, rows, unexpected = compare(zk_run, zb_run)
     if args.verbose:
         for name, obs in observed:
             print(f"  {name}: {obs}")
+    for line in panics:
+        print(f"zabkeeper panicked: {line}")
+        unexpected += 1
     for run in (zk_run, zb_run):
         for p in run.problems:
             print(f"{run.label}: inconsistent Stat: {p}")

@@ -193,11 +193,20 @@ class Ensemble:
         except OSError:
             return ""
 
+    def panics(self):
+        """Log lines of members that report a panic (a server must never
+        panic on client input)."""
+        return [f"member {i}: {line}" for i in sorted(self.ports)
+                for line in self.log(i).splitlines() if "panicked" in line]
+
     def stop(self, keep_dir=False):
+        """Stops every member by PID; returns the panics their logs report."""
         for i in list(self.procs):
             stop_pid(self.procs.pop(i))
+        panics = self.panics()
         if not keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        return panics
 
 
 def handshake_ok(port, timeout=2.0):

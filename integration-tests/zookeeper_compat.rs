@@ -108,6 +108,23 @@ async fn read_until_exists(c: &Client, path: &str) -> zk::Stat {
     }
 }
 
+/// Drops `c` (the crate then closes its session with closeSession) and waits,
+/// bounded, until `witness` sees the session's ephemeral marker go.
+async fn close_and_wait(c: Client, witness: &Client) {
+    let marker = format!("/closing-{:x}", c.session_id().0);
+    c.create(&marker, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.unwrap();
+    drop(c);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        within(10, witness.sync("/")).await.unwrap();
+        if within(10, witness.check_stat(&marker)).await.unwrap().is_none() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the closed session's ephemeral stayed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn node(event: &WatchedEvent) -> (EventType, &str) {
     (event.event_type, event.path.as_str())
 }
@@ -272,7 +289,9 @@ fn every_operation_and_error_code_through_the_zookeeper_port() {
             zk::EnsembleUpdate::Incremental { joinings: servers.iter().copied(), leavings: [].iter().copied() };
         assert_eq!(within(10, c.update_ensemble(update, None)).await.unwrap_err(), zk::Error::ReconfigDisabled);
         assert_eq!(c.state(), SessionState::SyncConnected, "the session survives every error above");
+        close_and_wait(c, &other).await;
     });
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
 
 #[test]
@@ -407,6 +426,8 @@ fn watches_fire_once_in_order_and_survive_a_move_to_another_member() {
     });
     let after = serving_member(&ensemble, session).expect("a member serves the session after the move");
     assert_ne!(after, before);
+    rt.block_on(close_and_wait(c, &w));
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
 
 #[test]
@@ -480,5 +501,8 @@ fn an_expired_session_loses_its_ephemerals() {
     rt.block_on(async {
         wait_state(&lonely, SessionState::Expired, 30).await;
         assert_eq!(lonely.get_data("/x").await.unwrap_err(), zk::Error::SessionExpired);
+        let witness = connect(&hosts, 10_000).await;
+        close_and_wait(observer, &witness).await;
     });
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }

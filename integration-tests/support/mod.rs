@@ -303,6 +303,18 @@ impl Ensemble {
         std::fs::read_to_string(self.dir.path().join(format!("zk{id}.log"))).unwrap_or_default()
     }
 
+    /// Lines of member logs that report a panic (a server must never panic
+    /// on client input; tests assert this is empty at their end).
+    pub fn panics(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for m in &self.members {
+            for line in self.log(m.id).lines().filter(|l| l.contains("panicked")) {
+                out.push(format!("member {}: {line}", m.id));
+            }
+        }
+        out
+    }
+
     /// The config path.
     pub fn config_path(&self) -> &Path {
         &self.config
