@@ -272,6 +272,9 @@ fn the_session_moves_to_another_member_when_its_server_dies() {
         assert_eq!(node_event(within(10, watch).await), (EventType::NodeDataChanged, "/f".to_string()));
         assert!(writer.exists("/f-eph").await.unwrap().is_some(), "the session and its ephemeral live on");
         c.close().await.unwrap();
+        // The writer's member may apply the close a moment after c's member
+        // did (reads are sequentially consistent): sync first.
+        writer.sync("/").await.unwrap();
         assert_eq!(writer.exists("/f-eph").await.unwrap(), None);
     });
 }
