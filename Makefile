@@ -3,7 +3,10 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean
+.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package
+
+# Where cargo puts its builds (honours CARGO_TARGET_DIR).
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
 
 ifeq ($(NODES),1)
 CONFIG ?= ensemble-configs/single.toml
@@ -56,6 +59,31 @@ stop:
 		done; \
 		rm -f $(RUN_DIR)/pids; echo "stopped"; \
 	else echo "nothing running"; fi
+
+## kazoo (from PyPI, into a venv under .ci/) against a 3-member ensemble of the
+## debug binary: CRUD, watches, the Election and Lock recipes.
+compat:
+	$(CARGO) build --bin zabkeeper
+	@py=$$(.ci/python-env | tail -n 1) && \
+		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## The same operations against Apache ZooKeeper (Debian's `zookeeper` package)
+## and one zabkeeper server, compared op by op; skipped, saying why, when the
+## package is not installed (`make zookeeper-package` installs it).
+side-by-side:
+	$(CARGO) build --bin zabkeeper
+	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## Installs Debian's zookeeper package (as root, or with sudo when it asks no
+## password); says why not when it cannot.
+zookeeper-package:
+	@if [ -e /usr/share/java/zookeeper.jar ]; then echo "zookeeper package: already installed"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "zookeeper package: no apt-get here, not installed"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper \
+		|| echo "zookeeper package: apt-get install failed, not installed"; \
+	elif sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper \
+		|| echo "zookeeper package: apt-get install failed, not installed"; \
+	else echo "zookeeper package: not root and no password-less sudo, not installed"; fi
 
 bench:
 	$(CARGO) bench --bench core

@@ -23,10 +23,21 @@ pub fn cli_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zkctl"))
 }
 
-/// A free port on 127.0.0.1 (the listener is closed before the server binds it).
+/// A free port on 127.0.0.1 (the listener is closed before the server binds
+/// it). The OS may hand the same ephemeral port out again once it is closed,
+/// so ports already given to this test process are skipped: two members (or
+/// two ensembles of tests running in parallel) never get the same one.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..1000 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+        let port = listener.local_addr().expect("local addr").port();
+        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+            return port;
+        }
+    }
+    panic!("no fresh loopback port in 1000 tries");
 }
 
 /// Ports of one member.
@@ -290,6 +301,18 @@ impl Ensemble {
     /// The member's log file (for failure messages).
     pub fn log(&self, id: u64) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("zk{id}.log"))).unwrap_or_default()
+    }
+
+    /// Lines of member logs that report a panic (a server must never panic
+    /// on client input; tests assert this is empty at their end).
+    pub fn panics(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for m in &self.members {
+            for line in self.log(m.id).lines().filter(|l| l.contains("panicked")) {
+                out.push(format!("member {}: {line}", m.id));
+            }
+        }
+        out
     }
 
     /// The config path.

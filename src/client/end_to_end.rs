@@ -111,8 +111,11 @@ async fn server_error_codes_reach_the_caller_with_their_path() {
     assert_eq!(code(c.create("/x/y", b"", CreateMode::Persistent, &acl).await), ErrorCode::NoNode);
     assert_eq!(code(c.create("/e/child", b"", CreateMode::Persistent, &acl).await), ErrorCode::NoChildrenForEphemerals);
     assert_eq!(code(c.create("/noacl", b"", CreateMode::Persistent, &[]).await), ErrorCode::InvalidAcl);
+    // As ZooKeeper's server: reads do not validate paths, a malformed one names no node.
     let bad_path = c.get_data("no-slash").await.unwrap_err();
-    assert_eq!(bad_path.code(), Some(ErrorCode::BadArguments), "{bad_path}");
+    assert_eq!(bad_path.code(), Some(ErrorCode::NoNode), "{bad_path}");
+    let bad_create = c.create("no-slash", b"", CreateMode::Persistent, &acl).await.unwrap_err();
+    assert_eq!(bad_create.code(), Some(ErrorCode::BadArguments), "{bad_create}");
     assert_eq!(code(c.remove_watches("/p", WatcherType::Data).await), ErrorCode::NoWatcher);
     assert_eq!(code(c.check_watches("/p", WatcherType::Any).await), ErrorCode::NoWatcher);
     assert_eq!(code(c.add_auth("nosuchscheme", b"x").await), ErrorCode::AuthFailed);
@@ -146,7 +149,8 @@ async fn node_kinds_sequential_ephemeral_container_and_ttl() {
     assert_eq!(c.get_ephemerals("/q").await.unwrap(), vec![second]);
     let ttl = c.create_ttl("/ttl", b"", CreateMode::PersistentWithTtl, &acl, Duration::from_secs(3600)).await.unwrap();
     let stat = c.exists(&ttl).await.unwrap().expect("the TTL node exists");
-    assert_eq!(EphemeralType::of(stat.ephemeral_owner), EphemeralType::Ttl(3_600_000));
+    // As ZooKeeper, the TTL encoding of ephemeralOwner is internal: clients see 0.
+    assert_eq!(EphemeralType::of(stat.ephemeral_owner), EphemeralType::Void);
     // A container goes once its last child is gone (the server reaps it).
     c.create("/box", b"", CreateMode::Container, &acl).await.unwrap();
     c.create("/box/item", b"", CreateMode::Persistent, &acl).await.unwrap();

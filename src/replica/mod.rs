@@ -267,10 +267,23 @@ struct Pending {
 enum ConnState {
     /// Creating a new session (its createSession is in flight).
     Creating { session: SessionId, cxid: i32 },
-    /// Resuming, waiting for this replica to apply the client's last zxid.
-    CatchingUp { request: ConnectRequest, until_tick: u64, new_password: Bytes },
+    /// Resuming, waiting for this replica to apply the client's last zxid
+    /// (and, on a follower, to revalidate the session with the leader).
+    CatchingUp { request: ConnectRequest, until_tick: u64, new_password: Bytes, revalidation: Revalidation },
     /// Attached to a session.
     Attached { session: SessionId },
+}
+
+/// Where a follower is in revalidating a reattaching session with the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Revalidation {
+    /// Not asked yet.
+    NotAsked,
+    /// A sync tagged with this cxid is on its way to the leader.
+    Asked(i32),
+    /// The leader's log ended at this zxid when it answered: once the tree
+    /// has applied it, the session's fate is known here.
+    Until(Zxid),
 }
 
 #[derive(Debug)]
@@ -317,6 +330,8 @@ pub struct Replica {
     touched: BTreeSet<SessionId>,
     /// Connections with a sync waiting for the tree to reach a zxid.
     waiting_apply: BTreeSet<ConnId>,
+    /// Connects whose session revalidation waits for the tree to reach a zxid.
+    revalidating: BTreeSet<ConnId>,
     applied_since_snapshot: u64,
     snapshot_in_flight: bool,
     previous_snapshot: Zxid,
@@ -371,6 +386,7 @@ impl Replica {
             work: VecDeque::new(),
             touched: BTreeSet::new(),
             waiting_apply: BTreeSet::new(),
+            revalidating: BTreeSet::new(),
             applied_since_snapshot: 0,
             snapshot_in_flight: false,
             previous_snapshot: snapshot_zxid,
@@ -580,6 +596,11 @@ impl Replica {
         for conn in touched_conns {
             self.pump(conn);
         }
+        // Connects that waited for the tree to catch up with the leader (each
+        // is put back if it must still wait).
+        for conn in std::mem::take(&mut self.revalidating) {
+            self.try_connect(conn);
+        }
         self.maybe_snapshot();
     }
 
@@ -740,6 +761,7 @@ impl Replica {
                     request: request.clone(),
                     until_tick: self.ticks + self.config.catch_up_ticks,
                     new_password,
+                    revalidation: Revalidation::NotAsked,
                 },
                 identities,
                 queue: VecDeque::new(),
@@ -755,11 +777,12 @@ impl Replica {
 
     /// Decides a pending connect once this replica can.
     fn try_connect(&mut self, conn: ConnId) {
-        let Some(Conn { state: ConnState::CatchingUp { request, new_password, .. }, .. }) = self.conns.get(&conn)
+        let Some(Conn { state: ConnState::CatchingUp { request, new_password, revalidation, .. }, .. }) =
+            self.conns.get(&conn)
         else {
             return;
         };
-        let (request, new_password) = (request.clone(), new_password.clone());
+        let (request, new_password, revalidation) = (request.clone(), new_password.clone(), *revalidation);
         if !self.status.serving {
             self.refuse(
                 conn,
@@ -777,6 +800,40 @@ impl Replica {
             return;
         }
         let session = SessionId(request.session_id);
+        // A follower's tree may lag the leader's: the session's creation (a
+        // client that moved before its first request saw no zxid) or its
+        // close may be committed but not yet applied here. As ZooKeeper's
+        // learners revalidate a reattaching session with the leader, ask the
+        // leader where its log ends (a sync) and decide once the tree has
+        // applied that far. A leader that never answers: ConnectionLoss at the
+        // catch-up deadline, and the client tries another member.
+        if self.status.role != Role::Leading {
+            match revalidation {
+                Revalidation::NotAsked => {
+                    let cxid = self.next_cxid();
+                    if !self.zab.forward(forward::encode(&ToLeader::Sync { session, cxid })) {
+                        self.refuse(conn, ErrorCode::ConnectionLoss, "no leader to revalidate the session with");
+                        return;
+                    }
+                    if let Some(Conn { state: ConnState::CatchingUp { revalidation, .. }, .. }) =
+                        self.conns.get_mut(&conn)
+                    {
+                        *revalidation = Revalidation::Asked(cxid);
+                    }
+                    return;
+                }
+                Revalidation::Asked(_) => return,
+                Revalidation::Until(zxid) if self.tree.last_zxid() < zxid => {
+                    self.revalidating.insert(conn);
+                    return;
+                }
+                Revalidation::Until(_) => {}
+            }
+        } else if self.tree.state().session(session).is_some() && !self.tracker.is_live(session) {
+            // The leader is expiring or closing it: its close is proposed, not yet applied.
+            self.refuse(conn, ErrorCode::SessionExpired, "session is being closed");
+            return;
+        }
         let Some(record) = self.tree.state().session(session).cloned() else {
             self.refuse(conn, ErrorCode::SessionExpired, "session expired or unknown");
             return;
@@ -1049,6 +1106,20 @@ impl Replica {
     }
 
     fn sync_reached(&mut self, session: SessionId, cxid: i32, zxid: Zxid) {
+        // A connect revalidating its session (see try_connect)?
+        let revalidating = self.conns.iter_mut().find_map(|(id, c)| match &mut c.state {
+            ConnState::CatchingUp { request, revalidation, .. }
+                if request.session_id == session.0 && *revalidation == Revalidation::Asked(cxid) =>
+            {
+                *revalidation = Revalidation::Until(zxid);
+                Some(*id)
+            }
+            _ => None,
+        });
+        if let Some(conn) = revalidating {
+            self.try_connect(conn);
+            return;
+        }
         let Some(&conn) = self.by_session.get(&session) else { return };
         let Some(c) = self.conns.get_mut(&conn) else { return };
         if let Some(p) = c.queue.iter_mut().find(|p| matches!(p.progress, Progress::Submitted(x) if x == cxid)) {

@@ -3,12 +3,16 @@
 //! Permission checks and their order follow ZooKeeper's `FinalRequestProcessor`
 //! (e.g. exists checks READ only when the node exists, and leaves its watch
 //! even when the answer is NoNode; getData does not).
+//!
+//! Paths are not validated here, as ZooKeeper does not validate them for
+//! reads: a malformed path names no node, so the answer is NoNode (NoWatcher
+//! for checkWatches/removeWatches), and addWatch/SetWatches register what they
+//! are given. Only exists refuses a NUL character (BADARGUMENTS), as there.
 
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::SessionId;
 use crate::op::{MultiItem, Op, OpResult, Reply};
 use crate::tree::acl::{self, perms, Id};
-use crate::tree::path;
 use crate::tree::watch::WatchEvent;
 use crate::tree::DataTree;
 
@@ -24,8 +28,12 @@ fn err(code: ErrorCode, path: &str) -> ZkError {
     ZkError::new(code, path)
 }
 
-fn check_path(p: &str) -> Result<(), ZkError> {
-    path::validate(p, false).map_err(|e| ZkError::with_reason(ErrorCode::BadArguments, p, format!("invalid path: {e}")))
+/// The only path check of a ZooKeeper read (exists): no NUL character.
+fn check_no_nul(p: &str) -> Result<(), ZkError> {
+    if p.contains('\0') {
+        return Err(ZkError::with_reason(ErrorCode::BadArguments, p, "invalid path: NUL character"));
+    }
+    Ok(())
 }
 
 fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(), ZkError> {
@@ -49,33 +57,29 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
     let watcher = |watch: bool| watch.then_some(session);
     match op {
         Op::Exists { path, watch } => {
-            check_path(path)?;
+            check_no_nul(path)?;
             if tree.state().node(path).is_some() {
                 require(tree, path, perms::READ, identities)?;
             }
             tree.exists(path, watcher(*watch)).map(OpResult::Stat).map_err(|c| err(c, path))
         }
         Op::GetData { path, watch } => {
-            check_path(path)?;
             require(tree, path, perms::READ, identities)?;
             let (data, stat) = tree.get_data(path, watcher(*watch)).map_err(|c| err(c, path))?;
             Ok(OpResult::Data { data, stat })
         }
         Op::GetChildren { path, watch, with_stat } => {
-            check_path(path)?;
             require(tree, path, perms::READ, identities)?;
             let (children, stat) = tree.get_children(path, watcher(*watch)).map_err(|c| err(c, path))?;
             Ok(OpResult::Children { children, stat: with_stat.then_some(stat) })
         }
         Op::GetAcl { path } => {
-            check_path(path)?;
             require(tree, path, perms::READ | perms::ADMIN, identities)?;
             let (list, stat) = tree.get_acl(path).map_err(|c| err(c, path))?;
             let acl = if acl::permits(&list, perms::ADMIN, identities) { list.to_vec() } else { acl::redacted(&list) };
             Ok(OpResult::Acl { acl, stat })
         }
         Op::GetAllChildrenNumber { path } => {
-            check_path(path)?;
             require(tree, path, perms::READ, identities)?;
             Ok(OpResult::Count(tree.state().descendant_count(path) as i32))
         }
@@ -96,12 +100,10 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
             Ok(OpResult::Multi(items))
         }
         Op::AddWatch { path, mode } => {
-            check_path(path)?;
             tree.watches_mut().add_persistent(path, *mode, session);
             Ok(OpResult::Empty)
         }
         Op::RemoveWatches { path, kind } => {
-            check_path(path)?;
             if tree.watches_mut().remove(path, *kind, session) {
                 Ok(OpResult::Empty)
             } else {
@@ -109,7 +111,6 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
             }
         }
         Op::CheckWatches { path, kind } => {
-            check_path(path)?;
             if tree.watches().contains(path, *kind, session) {
                 Ok(OpResult::Empty)
             } else {

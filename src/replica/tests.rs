@@ -6,7 +6,7 @@ use super::*;
 use crate::tree::acl::Acl;
 use crate::tree::stat::CreateMode;
 use crate::tree::watch::EventType;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 struct Node {
     replica: Replica,
@@ -17,6 +17,9 @@ struct Node {
 struct Ensemble {
     nodes: BTreeMap<ServerId, Node>,
     queue: VecDeque<(ServerId, ServerId, Message)>,
+    /// Replicas whose incoming peer messages are held back (they lag), and those messages.
+    held: BTreeSet<ServerId>,
+    held_msgs: VecDeque<(ServerId, ServerId, Message)>,
     inbox: BTreeMap<ConnId, Vec<ClientMessage>>,
     conn_node: BTreeMap<ConnId, ServerId>,
     next_conn: ConnId,
@@ -40,6 +43,8 @@ impl Ensemble {
         let mut e = Ensemble {
             nodes,
             queue: VecDeque::new(),
+            held: BTreeSet::new(),
+            held_msgs: VecDeque::new(),
             inbox: BTreeMap::new(),
             conn_node: BTreeMap::new(),
             next_conn: 1,
@@ -90,6 +95,10 @@ impl Ensemble {
             budget -= 1;
             assert!(budget > 0, "message storm");
             if !self.nodes[&from].up || !self.nodes[&to].up {
+                continue;
+            }
+            if self.held.contains(&to) {
+                self.held_msgs.push_back((from, to, msg));
                 continue;
             }
             self.nodes.get_mut(&to).unwrap().replica.handle(Input::Peer { from, msg });
@@ -189,6 +198,22 @@ impl Ensemble {
             self.tick();
         }
         self.take(conn);
+    }
+
+    /// Holds back every peer message to `id` from now on: it lags behind.
+    fn hold(&mut self, id: ServerId) {
+        self.held.insert(id);
+    }
+
+    /// Delivers what was held back for `id`, in order, and lets it catch up.
+    fn release(&mut self, id: ServerId) {
+        self.held.remove(&id);
+        let (mine, others): (Vec<_>, Vec<_>) = self.held_msgs.drain(..).partition(|(_, to, _)| *to == id);
+        self.held_msgs.extend(others);
+        for m in mine.into_iter().rev() {
+            self.queue.push_front(m);
+        }
+        self.deliver();
     }
 
     fn crash(&mut self, id: ServerId) {
@@ -410,4 +435,66 @@ fn ttl_nodes_expire_after_their_ttl_without_children() {
     assert!(!exists(&mut e, "/short"), "expired");
     assert!(exists(&mut e, "/parent"), "kept while it has a child");
     assert!(exists(&mut e, "/long"));
+}
+
+#[test]
+fn malformed_read_paths_answer_as_zookeeper() {
+    use crate::tree::watch::{AddWatchMode, WatcherType};
+    let mut e = Ensemble::new(1);
+    let (c, _, _) = e.connect(1);
+    e.call(c, create("/a", CreateMode::Persistent)).unwrap();
+    // ZooKeeper does not validate read paths: a malformed one names no node.
+    for path in ["/a/", "relative", "/a//b", "/a/."] {
+        assert_eq!(e.call(c, get(path, false)).unwrap_err().code, ErrorCode::NoNode, "getData {path}");
+        let exists = Op::Exists { path: path.into(), watch: false };
+        assert_eq!(e.call(c, exists).unwrap_err().code, ErrorCode::NoNode, "exists {path}");
+        let children = Op::GetChildren { path: path.into(), watch: false, with_stat: true };
+        assert_eq!(e.call(c, children).unwrap_err().code, ErrorCode::NoNode, "getChildren {path}");
+        let check = Op::CheckWatches { path: path.into(), kind: WatcherType::Any };
+        assert_eq!(e.call(c, check).unwrap_err().code, ErrorCode::NoWatcher, "checkWatches {path}");
+    }
+    // exists alone refuses a NUL character.
+    let nul = Op::Exists { path: "/a\0".into(), watch: false };
+    assert_eq!(e.call(c, nul).unwrap_err().code, ErrorCode::BadArguments);
+    assert_eq!(e.call(c, get("/a\0", false)).unwrap_err().code, ErrorCode::NoNode);
+    // addWatch registers whatever path it is given, and removeWatches finds it.
+    assert!(e.call(c, Op::AddWatch { path: "/a/".into(), mode: AddWatchMode::Persistent }).is_ok());
+    assert!(e.call(c, Op::RemoveWatches { path: "/a/".into(), kind: WatcherType::Persistent }).is_ok());
+}
+
+#[test]
+fn a_lagging_follower_revalidates_a_reattaching_session_with_the_leader() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (a, b) = match leader {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    };
+    // `b` lags: it has not applied the session's creation when the client,
+    // which saw no zxid yet, reattaches there. ZooKeeper's learner asks the
+    // leader; refusing it as expired would kill a live session.
+    e.hold(b);
+    let (_, session, password) = e.connect(a);
+    let resume =
+        |password: Bytes| ConnectRequest { session_id: session.0, password, timeout_ms: 1000, last_zxid_seen: 0 };
+    let c = e.connect_with(b, resume(password.clone()));
+    assert!(e.take(c).is_empty(), "decided before the leader answered");
+    e.release(b);
+    assert!(
+        matches!(e.take(c).first(), Some(ClientMessage::Connected { session: s, .. }) if *s == session),
+        "the live session is refused on a lagging follower"
+    );
+    // And the other way: closed on the leader, not yet applied by `b`.
+    let c2 = e.connect_with(a, resume(password.clone()));
+    assert!(matches!(e.take(c2).first(), Some(ClientMessage::Connected { .. })));
+    e.hold(b);
+    assert_eq!(e.call(c2, Op::CloseSession), Ok(OpResult::Empty));
+    let c3 = e.connect_with(b, resume(password));
+    assert!(e.take(c3).is_empty(), "decided before the leader answered");
+    e.release(b);
+    assert!(
+        matches!(e.take(c3).first(), Some(ClientMessage::ConnectFailed { error: ErrorCode::SessionExpired, .. })),
+        "a closed session is accepted on a lagging follower"
+    );
 }

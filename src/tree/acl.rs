@@ -101,14 +101,19 @@ pub fn digest_id(credential: &str) -> Result<String, AuthError> {
 }
 
 /// Turns an `auth` packet into the identity it adds to the session.
+///
+/// A digest credential is taken as ZooKeeper's `DigestAuthenticationProvider`
+/// takes it: whatever the bytes (decoded as UTF-8, invalid sequences
+/// replaced, as Java's `new String(bytes)` does), the user is the part before
+/// the first ':' (all of it when there is none) and the hash covers the whole
+/// text, so authentication itself never fails for the digest scheme.
 pub fn authenticate(scheme: &str, auth: &[u8]) -> Result<Id, AuthError> {
     match scheme {
         "digest" => {
-            let credential = std::str::from_utf8(auth).map_err(|_| AuthError::Malformed {
-                scheme: scheme.into(),
-                reason: "credentials are not UTF-8".into(),
-            })?;
-            Ok(Id::new("digest", digest_id(credential)?))
+            let credential = String::from_utf8_lossy(auth);
+            let user = credential.split(':').next().unwrap_or_default();
+            let hash = Sha1::digest(credential.as_bytes());
+            Ok(Id::new("digest", format!("{user}:{}", base64::engine::general_purpose::STANDARD.encode(hash))))
         }
         other => Err(AuthError::UnknownScheme(other.to_string())),
     }
@@ -303,5 +308,20 @@ mod tests {
     fn unknown_auth_scheme_is_refused() {
         assert_eq!(authenticate("kerberos", b"x"), Err(AuthError::UnknownScheme("kerberos".into())));
         assert!(authenticate("digest", b"a:b").is_ok());
+    }
+
+    #[test]
+    fn digest_auth_accepts_any_credential_as_zookeeper() {
+        // The identity of "user:password" is the one digest ACLs name.
+        assert_eq!(authenticate("digest", b"alice:secret").unwrap().id, digest_id("alice:secret").unwrap());
+        // No colon: ZooKeeper takes the whole text as the user and succeeds.
+        let id = authenticate("digest", b"nocolon").unwrap();
+        assert_eq!(id.scheme, "digest");
+        assert_eq!(
+            id.id,
+            format!("nocolon:{}", base64::engine::general_purpose::STANDARD.encode(Sha1::digest(b"nocolon")))
+        );
+        // Bytes that are not UTF-8 are not an error either.
+        assert!(authenticate("digest", &[0xff, b':', b'x']).is_ok());
     }
 }

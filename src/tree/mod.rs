@@ -132,7 +132,10 @@ impl TreeState {
         state.insert_raw("/", Bytes::new(), open.clone(), StatPersisted::default());
         state.insert_raw(ZOOKEEPER_PATH, Bytes::new(), open.clone(), StatPersisted::default());
         state.insert_raw(QUOTA_PATH, Bytes::new(), open, StatPersisted::default());
-        state.insert_raw(CONFIG_PATH, Bytes::new(), Acl::read_unsafe().into(), StatPersisted::default());
+        // ZooKeeper makes the config node with `setACL(.., READ_ACL_UNSAFE, -1)`,
+        // which stores the given version: its aversion reads -1.
+        let config = StatPersisted { aversion: -1, ..StatPersisted::default() };
+        state.insert_raw(CONFIG_PATH, Bytes::new(), Acl::read_unsafe().into(), config);
         state
     }
 
@@ -607,9 +610,11 @@ impl DataTree {
     }
 
     /// The ephemerals of `session` whose path starts with `prefix` (a plain
-    /// string prefix, as ZooKeeper's getEphemerals), sorted.
+    /// string prefix, as ZooKeeper's getEphemerals; a blank prefix or "/",
+    /// spaces around it ignored, means all), sorted.
     pub fn ephemerals(&self, session: SessionId, prefix: &str) -> Vec<String> {
-        self.state.ephemerals_of(session).into_iter().filter(|p| prefix == "/" || p.starts_with(prefix)).collect()
+        let all = matches!(prefix.trim(), "" | "/");
+        self.state.ephemerals_of(session).into_iter().filter(|p| all || p.starts_with(prefix)).collect()
     }
 
     /// SetWatches after a reconnect (ZooKeeper's `DataTree.setWatches`):

@@ -71,6 +71,23 @@ fn bad_path(path: &str, err: path::PathError) -> ZkError {
     ZkError::with_reason(ErrorCode::BadArguments, path, format!("invalid path: {err}"))
 }
 
+/// The path syntax ZooKeeper checks before it looks up the parent of a
+/// create or delete (`validatePathForCreate`, `getParentPathAndValidate`): a
+/// '/' somewhere and no NUL. The full rules come after the parent lookup for a
+/// create, so a create under a missing parent is NoNode even when its path is
+/// malformed too; a delete never checks them (a malformed path names no node:
+/// NoNode), as in ZooKeeper.
+fn check_parent_path(path: &str) -> Result<(), ZkError> {
+    if !path.contains('/') || path.contains('\0') {
+        // The full rules name the precise fault (both cases break one of them).
+        return Err(match path::validate(path, false) {
+            Err(e) => bad_path(path, e),
+            Ok(()) => ZkError::with_reason(ErrorCode::BadArguments, path, "invalid path"),
+        });
+    }
+    Ok(())
+}
+
 fn check_data(path: &str, data: &Bytes, limits: Limits) -> Result<(), ZkError> {
     if data.len() > limits.max_data_bytes {
         return Err(ZkError::with_reason(
@@ -131,14 +148,15 @@ fn new_version(current: i32, expected: i32, path: &str) -> Result<i32, ZkError> 
 /// replica the client talks to for single writes, and again by the leader.
 pub fn validate(op: &Op, identities: &[Id], limits: Limits) -> Result<(), ZkError> {
     match op {
+        // Only what ZooKeeper checks before any lookup: the rest needs the tree.
         Op::Create { path, data, acl, mode, ttl_ms } => {
             check_ttl(path, *mode, *ttl_ms)?;
-            path::validate(path, mode.is_sequential()).map_err(|e| bad_path(path, e))?;
+            check_parent_path(path)?;
             check_data(path, data, limits)?;
             fixup_acl(path, acl, identities)?;
         }
         Op::Delete { path, .. } => {
-            path::validate(path, false).map_err(|e| bad_path(path, e))?;
+            check_parent_path(path)?;
             if is_special_path(path) {
                 return Err(ZkError::with_reason(ErrorCode::BadArguments, path, "this node cannot be deleted"));
             }
@@ -292,8 +310,10 @@ impl PendingChanges {
         let zxid = ctx.zxid;
         match op {
             Op::Create { path: requested, data, acl: requested_acl, mode, ttl_ms } => {
+                // ZooKeeper's order: TTL, a parent to look up, the ACL, the parent
+                // (NoNode, NoAuth), then the full path with its sequential suffix.
                 check_ttl(requested, *mode, *ttl_ms)?;
-                path::validate(requested, mode.is_sequential()).map_err(|e| bad_path(requested, e))?;
+                check_parent_path(requested)?;
                 check_data(requested, data, ctx.limits)?;
                 let acl = fixup_acl(requested, requested_acl, ctx.identities)?;
                 // For a sequential "/a/" the parent is "/a", which `parent` yields too.
@@ -342,7 +362,7 @@ impl PendingChanges {
                 Ok(TxnBody::Create { path, data: data.clone(), acl, ephemeral_owner, parent_cversion })
             }
             Op::Delete { path, version } => {
-                path::validate(path, false).map_err(|e| bad_path(path, e))?;
+                check_parent_path(path)?;
                 if is_special_path(path) {
                     return Err(ZkError::with_reason(ErrorCode::BadArguments, path, "this node cannot be deleted"));
                 }
@@ -558,6 +578,34 @@ mod tests {
     }
 
     #[test]
+    fn malformed_paths_answer_as_zookeeper() {
+        let mut l = Leader::new();
+        l.run(create("/a", CreateMode::Persistent));
+        // The parent is looked up before the full path is checked: "/a//x" has
+        // the parent "/a/", which does not exist.
+        for path in ["/a//x", "/a/./x", "/a/../x", "/nope/./x"] {
+            assert_eq!(l.run(create(path, CreateMode::Persistent)), TxnBody::Error(ErrorCode::NoNode), "{path}");
+        }
+        // With an existing parent, the full rules apply.
+        for path in ["/a/", "/a/.", "/a/\u{1}x"] {
+            assert_eq!(l.run(create(path, CreateMode::Persistent)), TxnBody::Error(ErrorCode::BadArguments), "{path}");
+        }
+        // No '/' at all, or a NUL: refused before any lookup, also by the replica.
+        for path in ["a", "", "/a/x\0"] {
+            assert_eq!(l.run(create(path, CreateMode::Persistent)), TxnBody::Error(ErrorCode::BadArguments), "{path}");
+            let err = validate(&create(path, CreateMode::Persistent), &[], Limits::default()).unwrap_err();
+            assert_eq!(err.code, ErrorCode::BadArguments);
+        }
+        assert!(validate(&create("/a//x", CreateMode::Persistent), &[], Limits::default()).is_ok());
+        // A delete names no node with a malformed path: NoNode, unless ZooKeeper's
+        // own checks (no '/', NUL, special nodes) refuse it first.
+        assert_eq!(l.run(Op::Delete { path: "/a/".into(), version: -1 }), TxnBody::Error(ErrorCode::NoNode));
+        assert_eq!(l.run(Op::Delete { path: "/a//x".into(), version: -1 }), TxnBody::Error(ErrorCode::NoNode));
+        assert_eq!(l.run(Op::Delete { path: "a".into(), version: -1 }), TxnBody::Error(ErrorCode::BadArguments));
+        assert!(validate(&Op::Delete { path: "/a/".into(), version: -1 }, &[], Limits::default()).is_ok());
+    }
+
+    #[test]
     fn delete_checks_version_children_and_special_nodes() {
         let mut l = Leader::new();
         l.run(create("/a", CreateMode::Persistent));
@@ -658,8 +706,11 @@ mod tests {
         let err = validate(&op, &[], limits).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArguments);
         assert!(err.reason.contains("5 bytes"), "{err}");
-        let err = validate(&create("/a/", CreateMode::Persistent), &[], limits).unwrap_err();
-        assert!(err.reason.contains("must not end with /"), "{err}");
+        let err = validate(&create("a", CreateMode::Persistent), &[], limits).unwrap_err();
+        assert!(err.reason.contains("must start with /"), "{err}");
+        // Left to the leader, which answers NoNode or BadArguments depending on
+        // whether the parent exists, as ZooKeeper does.
+        assert!(validate(&create("/a/", CreateMode::Persistent), &[], limits).is_ok());
         assert!(validate(&create("/a/", CreateMode::PersistentSequential), &[], limits).is_ok());
     }
 

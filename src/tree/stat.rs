@@ -69,19 +69,32 @@ impl StatPersisted {
         }
     }
 
-    /// The full Stat given the derived fields.
+    /// The Stat a client sees, given the derived fields, as ZooKeeper's
+    /// `DataNode.copyStat` reports it:
+    /// - the stored `cversion` counts child creates (it is the sequential
+    ///   counter); clients see the number of child changes, creates plus
+    ///   deletes, i.e. `2 * creates - children` (every create but those of the
+    ///   children still present was followed by a delete);
+    /// - `ephemeralOwner` shows the owning session of an ephemeral only: the
+    ///   container and TTL encodings are internal and read as 0.
     pub fn to_stat(&self, data_length: usize, num_children: usize) -> Stat {
+        let num_children = num_children as i32;
+        let ephemeral_owner = match EphemeralType::of(self.ephemeral_owner) {
+            EphemeralType::Normal => self.ephemeral_owner,
+            EphemeralType::Void | EphemeralType::Container | EphemeralType::Ttl(_) => 0,
+        };
         Stat {
             czxid: self.czxid,
             mzxid: self.mzxid,
             ctime: self.ctime,
             mtime: self.mtime,
             version: self.version,
-            cversion: self.cversion,
+            // Java int arithmetic: wraps as ZooKeeper's does.
+            cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
             aversion: self.aversion,
-            ephemeral_owner: self.ephemeral_owner,
+            ephemeral_owner,
             data_length: data_length as i32,
-            num_children: num_children as i32,
+            num_children,
             pzxid: self.pzxid,
         }
     }
@@ -205,6 +218,22 @@ mod tests {
         let owner = EphemeralType::ttl_owner(5000);
         assert_eq!(owner as u64, 0xFF00_0000_0000_1388);
         assert_eq!(EphemeralType::of(owner), EphemeralType::Ttl(5000));
+    }
+
+    #[test]
+    fn client_stat_counts_child_changes_and_hides_internal_owners() {
+        // Three children created, one of them deleted since: the stored
+        // counter is 3 (the next sequential suffix), clients see 4 changes.
+        let stored = StatPersisted { cversion: 3, ..StatPersisted::created(7, 1000, 0) };
+        assert_eq!(stored.to_stat(0, 2).cversion, 4);
+        assert_eq!(stored.to_stat(0, 3).cversion, 3);
+        // Containers and TTL nodes read as persistent; ephemerals show their session.
+        let container = StatPersisted::created(7, 1000, CONTAINER_EPHEMERAL_OWNER);
+        assert_eq!(container.to_stat(0, 0).ephemeral_owner, 0);
+        let ttl = StatPersisted::created(7, 1000, EphemeralType::ttl_owner(60_000));
+        assert_eq!(ttl.to_stat(0, 0).ephemeral_owner, 0);
+        let ephemeral = StatPersisted::created(7, 1000, 0x0100_0000_0000_0001);
+        assert_eq!(ephemeral.to_stat(0, 0).ephemeral_owner, 0x0100_0000_0000_0001);
     }
 
     #[test]

@@ -82,8 +82,10 @@ fn create_sets_every_stat_field_and_updates_the_parent() {
             pzxid: zxid,
         }
     );
+    // Clients see cversion as 2 x creates - children (ZooKeeper's DataNode.copyStat):
+    // the root's /zookeeper was never "created" by a transaction.
     let root = t.stat("/");
-    assert_eq!((root.cversion, root.pzxid, root.num_children), (1, zxid, 2));
+    assert_eq!((root.cversion, root.pzxid, root.num_children), (0, zxid, 2));
 }
 
 #[test]
@@ -104,15 +106,17 @@ fn set_data_bumps_version_mzxid_mtime_only() {
 }
 
 #[test]
-fn delete_moves_pzxid_but_not_cversion() {
-    // ZooKeeper 3.9's DataTree.deleteNode changes pzxid only; cversion counts creates.
+fn delete_moves_pzxid_and_the_client_visible_cversion() {
+    // DataTree.deleteNode changes pzxid only; the stored cversion counts creates
+    // (it names sequential nodes), and clients see 2 x creates - children.
     let mut t = T::new();
     t.create("/p", 0, 1);
     t.create("/p/c", 0, 1);
     let cversion = t.stat("/p").cversion;
     t.apply(S, TxnBody::Delete { path: "/p/c".into() });
     let p = t.stat("/p");
-    assert_eq!(p.cversion, cversion);
+    assert_eq!(p.cversion, cversion + 1);
+    assert_eq!(t.tree.state().node("/p").unwrap().stat.cversion, 1, "the stored counter is unchanged");
     assert_eq!(p.pzxid, Zxid::new(1, 3).as_i64());
     assert_eq!(p.num_children, 0);
 }
@@ -323,4 +327,50 @@ fn a_snapshot_copy_is_unaffected_by_later_writes() {
     assert_eq!(frozen.digest(), digest);
     assert!(frozen.node("/b").is_none());
     assert_ne!(t.tree.state().digest(), digest);
+}
+
+mod zookeeper_answers {
+    // Tree behaviour checked against what Apache ZooKeeper answers (found by
+    // `integration-tests/zk_side_by_side.py`).
+
+    use super::*;
+    use crate::txn::Txn;
+
+    const S: SessionId = SessionId(0x0100_0000_0000_0001);
+
+    fn create(path: &str, ephemeral_owner: i64, parent_cversion: i32) -> Txn {
+        Txn {
+            session: S,
+            cxid: 0,
+            time_ms: 1000,
+            body: TxnBody::Create {
+                path: path.into(),
+                data: Bytes::new(),
+                acl: Acl::open_unsafe(),
+                ephemeral_owner,
+                parent_cversion,
+            },
+        }
+    }
+
+    #[test]
+    fn config_node_aversion_is_minus_one_as_in_zookeeper() {
+        let tree = DataTree::new();
+        let config = tree.state().node(CONFIG_PATH).expect("/zookeeper/config exists");
+        assert_eq!(config.stat().aversion, -1);
+        assert_eq!(tree.state().node(ZOOKEEPER_PATH).map(|n| n.stat().aversion), Some(0));
+    }
+
+    #[test]
+    fn get_ephemerals_blank_prefix_means_all() {
+        let mut tree = DataTree::new();
+        tree.apply(Zxid::new(1, 1), &create("/a", S.0, 1));
+        tree.apply(Zxid::new(1, 2), &create("/b", S.0, 2));
+        let all = vec!["/a".to_string(), "/b".to_string()];
+        assert_eq!(tree.ephemerals(S, "/"), all);
+        assert_eq!(tree.ephemerals(S, ""), all);
+        assert_eq!(tree.ephemerals(S, "  / "), all);
+        assert_eq!(tree.ephemerals(S, "/a"), vec!["/a".to_string()]);
+        assert!(tree.ephemerals(S, "/c").is_empty());
+    }
 }

@@ -102,6 +102,9 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
         return;
     }
 
+    // Whether the writer task has ended and its handle been awaited: a
+    // JoinHandle must not be polled again after it returned (tokio panics).
+    let mut writer_done = false;
     'read: loop {
         // Serve every whole frame already buffered (clients pipeline).
         loop {
@@ -161,13 +164,18 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
-            _ = &mut writer_task => break,
+            _ = &mut writer_task => {
+                writer_done = true;
+                break;
+            }
             _ = crate::server::stopped(&mut stop) => break,
         }
     }
     let _ = handle.events.send(Event::Disconnect { conn }).await;
     // The writer ends once the owner drops this connection's sender.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
+    if !writer_done {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
+    }
 }
 
 /// Writes the replica's messages as frames, batching whatever is ready.
