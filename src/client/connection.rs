@@ -370,6 +370,7 @@ impl Connection {
                 End::Terminal(state) => break state,
                 End::Lost(reason) => {
                     tracing::info!(server = %link.server, reason = %reason, "connection lost");
+                    self.shared.note_failure(&link.server, &reason);
                     self.fail_in_flight(&reason);
                     if self.closing.is_some() {
                         break ConnectionState::Closed;
@@ -669,6 +670,7 @@ impl Connection {
                     match self.restore(&mut link) {
                         Ok(()) => {
                             tracing::info!(server = %link.server, session = format_args!("{session_id:#x}"), "session resumed");
+                            self.shared.clear_failures();
                             self.shared.set_state(ConnectionState::Connected);
                             let orphans = self.registry.connection_changed(ConnectionState::Connected);
                             match self.remove_orphans(orphans, &mut link) {
@@ -691,6 +693,7 @@ impl Connection {
                 Err(e) => e.to_string(),
             };
             tracing::debug!(server = %server, error = %failure, "reconnect attempt failed");
+            self.shared.note_failure(&server.to_string(), &failure);
             self.fail_in_flight(&failure);
             let wait = plan.failed(Instant::now().into_std(), rand::random::<f64>());
             let nap = sleep(wait);
