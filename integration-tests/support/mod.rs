@@ -191,7 +191,8 @@ impl Ensemble {
             .arg(&config)
             .arg("--id")
             .arg(id.to_string())
-            .env("ZABKEEPER_LOG", "info")
+            // ZABKEEPER_TEST_LOG (e.g. "debug") lets a person investigating see more.
+            .env("ZABKEEPER_LOG", std::env::var("ZABKEEPER_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
