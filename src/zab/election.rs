@@ -87,9 +87,11 @@ impl Peer {
 
     pub(super) fn on_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
         let State::Looking(_) = &self.state else {
-            // Following or leading: a looker learns from us who leads.
-            if state == PeerState::Looking {
-                self.notify(from);
+            match state {
+                // Following or leading: a looker learns from us who leads.
+                PeerState::Looking => self.notify(from),
+                PeerState::Leading if vote.leader == from => self.follower_on_leader_announced(from),
+                PeerState::Following | PeerState::Leading => {}
             }
             return;
         };
