@@ -42,6 +42,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 /// A client connection on this replica (a gRPC stream or a wire socket).
 pub type ConnId = u64;
 
+/// Why a connect is refused when this replica has no established leader.
+pub const NOT_SERVING: &str = "this replica is not serving (no quorum or election in progress)";
+
 /// Settings of one replica.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -59,7 +62,8 @@ pub struct Config {
     pub snapshot_every: u64,
     /// Check containers and TTL nodes every this many ticks.
     pub reap_interval_ticks: u64,
-    /// How long a connect may wait for this replica to catch up with the client's last zxid.
+    /// How long a connect may wait for this replica to serve (an election in
+    /// progress) and to catch up with the client's last zxid.
     pub catch_up_ticks: u64,
     /// Snapshot chunk size for SNAP sync.
     pub snapshot_chunk_bytes: usize,
@@ -544,12 +548,21 @@ impl Replica {
         if status.serving && status.role == Role::Leading {
             self.start_leading();
         }
+        if status.serving && !was_serving {
+            self.retry_waiting_connects();
+        }
     }
 
     /// Leaving the serving state: every client goes elsewhere (or comes back
     /// once this replica serves again), as ZooKeeper closes its connections.
     fn stop_serving(&mut self) {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        // Connects still waiting to be decided keep waiting for the next leader.
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !matches!(c.state, ConnState::CatchingUp { .. }))
+            .map(|(id, _)| *id)
+            .collect();
         for conn in conns {
             self.close_conn(conn, ErrorCode::ConnectionLoss, "the replica lost its leader");
         }
@@ -761,11 +774,10 @@ impl Replica {
         };
         let (request, new_password) = (request.clone(), new_password.clone());
         if !self.status.serving {
-            self.refuse(
-                conn,
-                ErrorCode::ConnectionLoss,
-                "this replica is not serving (no quorum or election in progress)",
-            );
+            // Wait (expire_catch_ups refuses once the time is up): an election
+            // usually ends within a few ticks, and a client held here gets its
+            // session the moment this replica serves again, rather than after a
+            // round of refusals and a reconnect backoff.
             return;
         }
         if Zxid::from_i64(request.last_zxid_seen) > self.tree.last_zxid() {
@@ -816,8 +828,28 @@ impl Replica {
         for (conn, overdue) in waiting {
             self.try_connect(conn);
             if overdue && matches!(self.conns.get(&conn).map(|c| &c.state), Some(ConnState::CatchingUp { .. })) {
-                self.refuse(conn, ErrorCode::ConnectionLoss, "this replica is behind the client's last seen zxid");
+                let reason = if self.status.serving {
+                    "this replica is behind the client's last seen zxid"
+                } else {
+                    NOT_SERVING
+                };
+                self.refuse(conn, ErrorCode::ConnectionLoss, reason);
             }
+        }
+    }
+
+    /// Decides every connect that waited for this replica to serve.
+    fn retry_waiting_connects(&mut self) {
+        let mut waiting: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.state, ConnState::CatchingUp { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        // In arrival order (ids grow), so sessions are created in that order.
+        waiting.sort_unstable();
+        for conn in waiting {
+            self.try_connect(conn);
         }
     }
 

@@ -362,3 +362,51 @@ fn invalid_requests_get_precise_errors_in_order() {
         ErrorCode::NoWatcher
     );
 }
+
+fn new_session_request() -> ConnectRequest {
+    ConnectRequest { session_id: 0, password: Bytes::new(), timeout_ms: 1000, last_zxid_seen: 0 }
+}
+
+#[test]
+fn a_connect_during_an_election_waits_and_is_attached_once_the_replica_serves() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    e.crash(leader);
+    assert!(!e.nodes[&survivor].replica.status().serving);
+    let conn = e.connect_with(survivor, new_session_request());
+    assert_eq!(e.take(conn), vec![], "neither refused nor attached while the election runs");
+    let mut answer = Vec::new();
+    for _ in 0..10 {
+        e.tick();
+        answer = e.take(conn);
+        if !answer.is_empty() {
+            break;
+        }
+    }
+    assert!(matches!(answer.first(), Some(ClientMessage::Connected { .. })), "{answer:?}");
+    assert!(e.nodes[&survivor].replica.status().serving);
+    e.call(conn, create("/after-election", CreateMode::Persistent)).unwrap();
+}
+
+#[test]
+fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let other = (1..=3).find(|id| *id != leader && *id != survivor).unwrap();
+    e.crash(other);
+    e.crash(leader);
+    let conn = e.connect_with(survivor, new_session_request());
+    let wait = e.nodes[&survivor].replica.config().catch_up_ticks;
+    for _ in 0..wait - 1 {
+        e.tick();
+        assert_eq!(e.take(conn), vec![], "refused before the catch-up time");
+    }
+    e.tick();
+    e.tick();
+    match e.take(conn).as_slice() {
+        [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
