@@ -318,5 +318,25 @@ impl Drop for Ensemble {
                 let _ = child.wait();
             }
         }
+        if std::thread::panicking() {
+            self.keep_logs();
+        }
+    }
+}
+
+impl Ensemble {
+    /// Copies every member's log out of the temporary directory (removed on
+    /// drop) so that a failed test can be understood; prints where.
+    fn keep_logs(&self) {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let keep = std::env::temp_dir().join(format!("zabkeeper-failed-{}-{stamp}", std::process::id()));
+        if std::fs::create_dir_all(&keep).is_err() {
+            return;
+        }
+        for m in &self.members {
+            let name = format!("zk{}.log", m.id);
+            let _ = std::fs::copy(self.dir.path().join(&name), keep.join(&name));
+        }
+        eprintln!("logs of the failed ensemble kept in {}", keep.display());
     }
 }

@@ -323,6 +323,9 @@ pub struct Replica {
     waiting_apply: BTreeSet<ConnId>,
     applied_since_snapshot: u64,
     snapshot_in_flight: bool,
+    /// A snapshot taken but not yet handed out: the tree it copies is ahead of
+    /// the durable log (see `request_snapshot`).
+    snapshot_waiting: Option<TreeState>,
     previous_snapshot: Zxid,
     counters: Counters,
     outputs: Vec<Output>,
@@ -377,6 +380,7 @@ impl Replica {
             waiting_apply: BTreeSet::new(),
             applied_since_snapshot: 0,
             snapshot_in_flight: false,
+            snapshot_waiting: None,
             previous_snapshot: snapshot_zxid,
             counters: Counters::default(),
             outputs: Vec::new(),
@@ -393,7 +397,10 @@ impl Replica {
             Input::Tick { now_ms } => self.on_tick(now_ms),
             Input::Peer { from, msg } => self.zab.handle(zab::Input::Message { from, msg }),
             Input::PeerDisconnected { peer } => self.zab.handle(zab::Input::Disconnected { peer }),
-            Input::Persisted { seq } => self.zab.handle(zab::Input::Persisted { seq }),
+            Input::Persisted { seq } => {
+                self.zab.handle(zab::Input::Persisted { seq });
+                self.release_waiting_snapshot();
+            }
             Input::SnapshotSaved { zxid } => self.on_snapshot_saved(zxid),
             Input::Connect { conn, request, new_password, identities } => {
                 self.on_connect(conn, request, new_password, identities)
@@ -522,6 +529,10 @@ impl Replica {
             Ok(state) if state.last_zxid() == zxid => {
                 tracing::info!(id = self.config.zab.id, zxid = %zxid, nodes = state.node_count(), "installed leader snapshot");
                 self.tree.replace_state(state);
+                if self.snapshot_waiting.take().is_some() {
+                    // A copy of the replaced tree: no longer worth writing.
+                    self.snapshot_in_flight = false;
+                }
                 #[cfg(any(test, feature = "sim"))]
                 self.applied_log.push(AppliedRecord::Snapshot(zxid));
                 self.previous_snapshot = zxid;
@@ -666,7 +677,7 @@ impl Replica {
         }
         self.snapshot_in_flight = true;
         self.applied_since_snapshot = 0;
-        self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+        self.request_snapshot();
     }
 
     /// Asks for a snapshot now; false if one is already being written.
@@ -676,8 +687,28 @@ impl Replica {
         }
         self.snapshot_in_flight = true;
         self.applied_since_snapshot = 0;
-        self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+        self.request_snapshot();
         true
+    }
+
+    /// Copies the tree for a snapshot, handed out only once the log holds
+    /// every entry it reflects durably. A replica applies what the leader
+    /// commits as soon as the entries are in its in-memory log, which can be
+    /// before its own disk has them (the others made the quorum); a snapshot
+    /// written ahead of those appends would make the store refuse them as
+    /// going backwards, and on a crash the log would not continue it.
+    fn request_snapshot(&mut self) {
+        self.snapshot_waiting = Some(self.tree.snapshot());
+        self.release_waiting_snapshot();
+    }
+
+    fn release_waiting_snapshot(&mut self) {
+        let durable = self.zab.durable_zxid();
+        if self.snapshot_waiting.as_ref().is_some_and(|state| state.last_zxid() <= durable) {
+            if let Some(state) = self.snapshot_waiting.take() {
+                self.outputs.push(Output::TakeSnapshot { state });
+            }
+        }
     }
 
     fn on_snapshot_saved(&mut self, zxid: Zxid) {

@@ -12,6 +12,11 @@ struct Node {
     replica: Replica,
     durable: Recovered,
     up: bool,
+    /// Storage operations held back (a slow disk) until `release`.
+    hold: bool,
+    held: Vec<(u64, StorageOp)>,
+    /// Every snapshot asked for: (its zxid, the durable log's end at that moment).
+    snapshots: Vec<(Zxid, Zxid)>,
 }
 
 struct Ensemble {
@@ -32,10 +37,24 @@ fn config(id: ServerId, n: u64) -> Config {
 
 impl Ensemble {
     fn new(n: u64) -> Ensemble {
+        Ensemble::new_with(n, |_| {})
+    }
+
+    fn new_with(n: u64, adjust: impl Fn(&mut Config)) -> Ensemble {
         let mut nodes = BTreeMap::new();
         for id in 1..=n {
-            let replica = Replica::new(config(id, n), Recovered::fresh(), 1_000_000);
-            nodes.insert(id, Node { replica, durable: Recovered::fresh(), up: true });
+            let mut config = config(id, n);
+            adjust(&mut config);
+            let replica = Replica::new(config, Recovered::fresh(), 1_000_000);
+            let node = Node {
+                replica,
+                durable: Recovered::fresh(),
+                up: true,
+                hold: false,
+                held: Vec::new(),
+                snapshots: Vec::new(),
+            };
+            nodes.insert(id, node);
         }
         let mut e = Ensemble {
             nodes,
@@ -61,27 +80,41 @@ impl Ensemble {
                 match out {
                     Output::Send { to, msg } => self.queue.push_back((id, to, msg)),
                     Output::Persist { seq, op } => {
-                        max_seq = seq;
-                        let d = &mut self.nodes.get_mut(&id).unwrap().durable;
-                        match op {
-                            StorageOp::Append(entries) => d.log.extend(entries),
-                            StorageOp::TruncateAfter(z) => d.log.retain(|e| e.zxid <= z),
-                            StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
-                            StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
-                            StorageOp::InstallSnapshot { chunks, .. } => {
-                                d.log.clear();
-                                d.snapshot = Some(snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).unwrap());
-                            }
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        if node.hold {
+                            node.held.push((seq, op));
+                            continue;
                         }
+                        max_seq = seq;
+                        apply_durably(&mut node.durable, op);
                     }
                     Output::Client { conn, msg } => self.inbox.entry(conn).or_default().push(msg),
-                    Output::TakeSnapshot { .. } | Output::Status(_) => {}
+                    Output::TakeSnapshot { state } => {
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        let durable_end = node.durable.log.last().map_or(Zxid::ZERO, |e| e.zxid);
+                        node.snapshots.push((state.last_zxid(), durable_end));
+                    }
+                    Output::Status(_) => {}
                 }
             }
             if max_seq > 0 {
                 self.nodes.get_mut(&id).unwrap().replica.handle(Input::Persisted { seq: max_seq });
             }
         }
+    }
+
+    /// The held storage operations become durable.
+    fn release(&mut self, id: ServerId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.hold = false;
+        let held = std::mem::take(&mut node.held);
+        let Some(max_seq) = held.iter().map(|(seq, _)| *seq).max() else { return };
+        for (_, op) in held {
+            apply_durably(&mut node.durable, op);
+        }
+        node.replica.handle(Input::Persisted { seq: max_seq });
+        self.drain(id);
+        self.deliver();
     }
 
     fn deliver(&mut self) {
@@ -193,6 +226,19 @@ impl Ensemble {
         let conns: Vec<ConnId> = self.conn_node.iter().filter(|(_, n)| **n == id).map(|(c, _)| *c).collect();
         for c in conns {
             self.conn_node.remove(&c);
+        }
+    }
+}
+
+fn apply_durably(d: &mut Recovered, op: StorageOp) {
+    match op {
+        StorageOp::Append(entries) => d.log.extend(entries),
+        StorageOp::TruncateAfter(z) => d.log.retain(|e| e.zxid <= z),
+        StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
+        StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
+        StorageOp::InstallSnapshot { chunks, .. } => {
+            d.log.clear();
+            d.snapshot = Some(snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).unwrap());
         }
     }
 }
@@ -409,4 +455,33 @@ fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
         [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+#[test]
+fn a_snapshot_is_asked_for_only_once_the_log_it_reflects_is_durable() {
+    // A follower applies what the leader commits as soon as the entries are in
+    // its in-memory log, possibly before its own disk has them (the leader and
+    // the other follower make the quorum). A snapshot of that tree written
+    // before the appends makes the store refuse them ("cannot append Z after
+    // Z") and the replica stop: seen with sled under a write load.
+    let mut e = Ensemble::new_with(3, |c| c.snapshot_every = 3);
+    let leader = e.leader();
+    let slow = (1..=3).find(|id| *id != leader).unwrap();
+    let (c, _, _) = e.connect(leader);
+    e.nodes.get_mut(&slow).unwrap().hold = true;
+    for i in 0..7 {
+        e.call(c, create(&format!("/s{i}"), CreateMode::Persistent)).unwrap();
+    }
+    e.settle(1);
+    let node = &e.nodes[&slow];
+    assert!(node.replica.tree().state().node("/s6").is_some(), "the slow follower applied the commits");
+    let durable_end = node.durable.log.last().map_or(Zxid::ZERO, |e| e.zxid);
+    assert!(durable_end < node.replica.tree().last_zxid(), "its disk is behind its tree");
+    let ahead = |snapshots: &[(Zxid, Zxid)]| snapshots.iter().copied().filter(|(z, end)| z > end).collect::<Vec<_>>();
+    assert_eq!(ahead(&node.snapshots), vec![], "snapshots ahead of the durable log");
+    let before = node.snapshots.len();
+    e.release(slow);
+    let node = &e.nodes[&slow];
+    assert!(node.snapshots.len() > before, "the snapshot is asked for once the log is durable");
+    assert_eq!(ahead(&node.snapshots), vec![], "snapshots ahead of the durable log");
 }
