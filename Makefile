@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean
+.PHONY: build test fmt fmt-check lint bench bench-failover fuzz run stop check-purity doc clean
 
 ifeq ($(NODES),1)
 CONFIG ?= ensemble-configs/single.toml
@@ -59,6 +59,12 @@ stop:
 
 bench:
 	$(CARGO) bench --bench core
+
+## Failover time on release binaries: kill -9 of a 3-member ensemble's leader under a
+## write load, to the first write of the new epoch acknowledged; each run and the median
+## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
+bench-failover:
+	$(CARGO) test --release --test ensemble -- --ignored --nocapture failover_time
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.

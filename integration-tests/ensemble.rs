@@ -123,6 +123,17 @@ fn log_lines(ensemble: &Ensemble, id: u64, needles: &[&str]) -> Vec<String> {
     plain_log(ensemble, id).lines().filter(|l| needles.iter().all(|n| l.contains(n))).map(str::to_string).collect()
 }
 
+/// Fails if a member the test left running stopped on its own (a replica
+/// stops when its storage fails, for one).
+fn assert_none_stopped(ensemble: &mut Ensemble) {
+    for id in ensemble.ids() {
+        let member = ensemble.member(id);
+        if member.pid().is_some() && !member.is_running() {
+            panic!("member {id} stopped on its own; its log:\n{}", plain_log(ensemble, id));
+        }
+    }
+}
+
 /// What one writer saw.
 #[derive(Debug, Default)]
 struct WriteLog {
@@ -198,7 +209,7 @@ async fn check_no_acked_write_lost(ensemble: &Ensemble, members: &[u64], logs: &
 fn writes_through_any_member_reach_every_member() {
     let _serial = serial();
     for size in [3usize, 5] {
-        let ensemble = Ensemble::start(size);
+        let mut ensemble = Ensemble::start(size);
         runtime().block_on(async {
             let acl = Acl::open_unsafe();
             let setup = connect(&ensemble.grpc_all()).await;
@@ -237,6 +248,7 @@ fn writes_through_any_member_reach_every_member() {
             })
             .await;
         });
+        assert_none_stopped(&mut ensemble);
     }
 }
 
@@ -360,6 +372,7 @@ fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sess
             c.close().await.expect("close");
         }
     });
+    assert_none_stopped(&mut ensemble);
 }
 
 #[test]
@@ -418,6 +431,7 @@ fn a_member_behind_the_leaders_log_catches_up_by_snapshot() {
         assert!(status.last_snapshot_zxid > 0, "the installed snapshot is on the follower's disk");
         c.close().await.expect("close");
     });
+    assert_none_stopped(&mut ensemble);
 }
 
 #[test]
@@ -513,6 +527,7 @@ fn a_minority_down_keeps_writes_going_a_majority_down_refuses_them_until_a_quoru
         }
         c.close().await.expect("close");
     });
+    assert_none_stopped(&mut ensemble);
 }
 
 #[test]
@@ -562,6 +577,7 @@ fn five_members_survive_two_failures() {
             assert_eq!(children_on(&ensemble, id, "/load").await, held, "restarted member {id}");
         }
     });
+    assert_none_stopped(&mut ensemble);
 }
 
 /// Seconds since midnight UTC of a log line's leading timestamp
