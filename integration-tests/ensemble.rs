@@ -176,6 +176,19 @@ async fn write_until(client: Client, name: String, stop: Arc<AtomicBool>) -> Wri
     log
 }
 
+/// `depth` writers sharing one session (so its requests are pipelined), merged.
+async fn write_pipelined(client: Client, name: String, depth: usize, stop: Arc<AtomicBool>) -> WriteLog {
+    let loops = (0..depth).map(|k| write_until(client.clone(), format!("{name}p{k}"), stop.clone()));
+    let mut merged = WriteLog::default();
+    for log in join_all(loops).await {
+        merged.acked.extend(log.acked);
+        merged.acked_zxids.extend(log.acked_zxids);
+        merged.unknown.extend(log.unknown);
+        merged.errors.extend(log.errors);
+    }
+    merged
+}
+
 /// Every member's view of `/load` after a sync: identical, and holding every acknowledged write.
 async fn check_no_acked_write_lost(ensemble: &Ensemble, members: &[u64], logs: &[WriteLog]) -> BTreeSet<String> {
     let acked: BTreeSet<String> =
@@ -252,6 +265,28 @@ fn writes_through_any_member_reach_every_member() {
     }
 }
 
+/// Clients on random members, at least one on `leader` (it must fail over)
+/// and one elsewhere (it must stay), at least `count` in all.
+async fn clients_on_leader_and_elsewhere(ensemble: &Ensemble, leader: u64, count: usize) -> Vec<Client> {
+    let leader_addr = ensemble.members[leader as usize - 1].ports.grpc.to_string();
+    let mut clients: Vec<Client> = Vec::new();
+    for _ in 0..40 {
+        let have_leader = clients.iter().any(|c| c.server() == leader_addr);
+        let have_other = clients.iter().any(|c| c.server() != leader_addr);
+        if clients.len() >= count && have_leader && have_other {
+            return clients;
+        }
+        let c = connect(&ensemble.grpc_all()).await;
+        let on_leader = c.server() == leader_addr;
+        if clients.len() < count || (on_leader && !have_leader) || (!on_leader && !have_other) {
+            clients.push(c);
+        } else {
+            c.close().await.expect("close");
+        }
+    }
+    panic!("no session landed on the leader and on another member in 40 tries");
+}
+
 #[test]
 fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sessions() {
     let _serial = serial();
@@ -259,115 +294,108 @@ fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sess
     let rt = runtime();
     rt.block_on(async {
         let acl = Acl::open_unsafe();
-        let leader = ensemble.leader(Duration::from_secs(10)).await;
         let setup = connect(&ensemble.grpc_all()).await;
         for p in ["/load", "/eph"] {
             setup.create(p, b"", CreateMode::Persistent, &acl).await.expect("create parent");
         }
         setup.close().await.expect("close");
-
-        // Writers on random members; make sure at least one session lives on the
-        // leader (it must fail over) and one on a follower (it must stay).
-        let leader_addr = ensemble.members[leader as usize - 1].ports.grpc.to_string();
+        let mut all_logs: Vec<WriteLog> = Vec::new();
+        let mut sessions: Vec<i64> = Vec::new();
         let mut clients: Vec<Client> = Vec::new();
-        for _ in 0..30 {
-            let c = connect(&ensemble.grpc_all()).await;
-            let on_leader = c.server() == leader_addr;
-            let have_leader = clients.iter().any(|c| c.server() == leader_addr);
-            let have_follower = clients.iter().any(|c| c.server() != leader_addr);
-            if clients.len() < 4 || (on_leader && !have_leader) || (!on_leader && !have_follower) {
+        // Two rounds: the second kills a leader that was itself restarted and
+        // caught up in the first.
+        for round in 0..2 {
+            let leader = ensemble.leader(Duration::from_secs(10)).await;
+            let leader_addr = ensemble.members[leader as usize - 1].ports.grpc.to_string();
+            let fresh = clients_on_leader_and_elsewhere(&ensemble, leader, 3).await;
+            for c in fresh {
+                let i = clients.len();
+                c.create(&format!("/eph/w{i}"), b"", CreateMode::Ephemeral, &acl).await.expect("ephemeral");
+                sessions.push(c.session_id());
                 clients.push(c);
-            } else {
+            }
+            let failing_over: Vec<usize> = (0..clients.len()).filter(|&i| clients[i].server() == leader_addr).collect();
+            assert!(!failing_over.is_empty());
+
+            // Every client writes, four requests in flight at a time.
+            let stop = Arc::new(AtomicBool::new(false));
+            let tasks: Vec<_> = clients
+                .iter()
+                .enumerate()
+                .map(|(i, c)| tokio::spawn(write_pipelined(c.clone(), format!("r{round}w{i}"), 4, stop.clone())))
+                .collect();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let killed_at = Instant::now();
+            blocking(|| ensemble.kill(leader));
+            let survivors = others(&ensemble, &[leader]);
+            let wait = ensemble.wait_serving_async(&survivors, Duration::from_secs(20));
+            let new_leader = within(20, "a new leader serving", wait).await;
+            assert_ne!(new_leader, leader);
+            // Writes go on under the new leader, from every writer.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            stop.store(true, Ordering::Release);
+            let logs: Vec<WriteLog> =
+                within(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer task")).collect();
+            for (i, log) in logs.iter().enumerate() {
+                assert!(
+                    log.acked.iter().any(|(_, at)| *at > killed_at),
+                    "round {round}: writer {i} got no write acknowledged after the kill: {:?}",
+                    log.errors
+                );
+            }
+            let acked: usize = logs.iter().map(|l| l.acked.len()).sum();
+            let unknown: usize = logs.iter().map(|l| l.unknown.len()).sum();
+            eprintln!("round {round}: killed leader {leader}, new leader {new_leader}; {acked} writes acknowledged, {unknown} unknown");
+            all_logs.extend(logs);
+
+            // No acknowledged write lost, in this round or an earlier one.
+            let held = check_no_acked_write_lost(&ensemble, &survivors, &all_logs).await;
+
+            // Sessions kept: the same ids, their ephemerals on every survivor.
+            for (i, c) in clients.iter().enumerate() {
+                assert_eq!(c.session_id(), sessions[i]);
+                if failing_over.contains(&i) {
+                    assert_ne!(c.server(), leader_addr, "writer {i} failed over");
+                }
+            }
+            for &id in &survivors {
+                let c = connect(&ensemble.grpc(&[id])).await;
+                c.sync("/eph").await.expect("sync");
+                for (i, session) in sessions.iter().enumerate() {
+                    let stat = c.exists(&format!("/eph/w{i}")).await.expect("exists");
+                    let stat = stat.unwrap_or_else(|| panic!("member {id} lost the ephemeral of live session {i}"));
+                    assert_eq!(stat.ephemeral_owner, *session);
+                }
                 c.close().await.expect("close");
             }
-            let have_leader = clients.iter().any(|c| c.server() == leader_addr);
-            let have_follower = clients.iter().any(|c| c.server() != leader_addr);
-            if clients.len() >= 4 && have_leader && have_follower {
-                break;
-            }
-        }
-        assert!(clients.iter().any(|c| c.server() == leader_addr), "no session landed on the leader in 30 tries");
-        let sessions: Vec<i64> = clients.iter().map(Client::session_id).collect();
-        let failing_over: Vec<usize> = (0..clients.len()).filter(|&i| clients[i].server() == leader_addr).collect();
-        for (i, c) in clients.iter().enumerate() {
-            c.create(&format!("/eph/w{i}"), b"", CreateMode::Ephemeral, &acl).await.expect("ephemeral");
-        }
 
-        let stop = Arc::new(AtomicBool::new(false));
-        let tasks: Vec<_> = clients
-            .iter()
-            .enumerate()
-            .map(|(i, c)| tokio::spawn(write_until(c.clone(), format!("w{i}"), stop.clone())))
-            .collect();
-        tokio::time::sleep(Duration::from_millis(700)).await;
-
-        let killed_at = Instant::now();
-        blocking(|| ensemble.kill(leader));
-        let survivors = others(&ensemble, &[leader]);
-        let new_leader =
-            within(20, "a new leader serving", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
-        assert_ne!(new_leader, leader);
-        // Writes go on under the new leader, from every writer.
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        stop.store(true, Ordering::Release);
-        let logs: Vec<WriteLog> =
-            within(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer task")).collect();
-        for (i, log) in logs.iter().enumerate() {
+            // The killed member comes back and catches up by DIFF.
+            let needle = format!("follower={leader}");
+            let diffs_before = log_lines(&ensemble, new_leader, &["DIFF sync", &needle]).len();
+            blocking(|| ensemble.spawn(leader));
+            within(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+            let diffs = log_lines(&ensemble, new_leader, &["DIFF sync", &needle]);
             assert!(
-                log.acked.iter().any(|(_, at)| *at > killed_at),
-                "writer {i} got no write acknowledged after the kill: {:?}",
-                log.errors
+                diffs.len() > diffs_before,
+                "the restarted member was not synced by DIFF; leader log:\n{}",
+                plain_log(&ensemble, new_leader)
             );
-        }
-        let acked: usize = logs.iter().map(|l| l.acked.len()).sum();
-        let unknown: usize = logs.iter().map(|l| l.unknown.len()).sum();
-        eprintln!("killed leader {leader}; new leader {new_leader}; {acked} writes acknowledged, {unknown} unknown");
-
-        let held = check_no_acked_write_lost(&ensemble, &survivors, &logs).await;
-
-        // Sessions kept: the same ids, their ephemerals on every survivor.
-        for (i, c) in clients.iter().enumerate() {
-            assert_eq!(c.session_id(), sessions[i]);
-            if failing_over.contains(&i) {
-                assert_ne!(c.server(), leader_addr, "writer {i} failed over");
-            }
-        }
-        for &id in &survivors {
-            let c = connect(&ensemble.grpc(&[id])).await;
-            c.sync("/eph").await.expect("sync");
-            for (i, session) in sessions.iter().enumerate() {
-                let stat = c.exists(&format!("/eph/w{i}")).await.expect("exists");
-                let stat = stat.unwrap_or_else(|| panic!("member {id} lost the ephemeral of live session {i}"));
-                assert_eq!(stat.ephemeral_owner, *session);
+            assert!(log_lines(&ensemble, leader, &["installed leader snapshot"]).is_empty(), "no snapshot expected");
+            assert_eq!(children_on(&ensemble, leader, "/load").await, held, "the restarted member's /load");
+            let c = connect(&ensemble.grpc(&[leader])).await;
+            for i in 0..sessions.len() {
+                assert!(c.exists(&format!("/eph/w{i}")).await.expect("exists").is_some());
             }
             c.close().await.expect("close");
+            eventually(10, "every member at the same applied zxid", || async {
+                let mut seen = BTreeSet::new();
+                for id in ensemble.ids() {
+                    seen.insert(ensemble.status(id).await.map(|s| s.last_applied_zxid));
+                }
+                seen.len() == 1
+            })
+            .await;
         }
-
-        // The killed member comes back and catches up by DIFF.
-        let diffs_before = log_lines(&ensemble, new_leader, &["DIFF sync", &format!("follower={leader}")]).len();
-        blocking(|| ensemble.spawn(leader));
-        within(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
-        let diffs = log_lines(&ensemble, new_leader, &["DIFF sync", &format!("follower={leader}")]);
-        assert!(
-            diffs.len() > diffs_before,
-            "the restarted member was not synced by DIFF; leader log:\n{}",
-            plain_log(&ensemble, new_leader)
-        );
-        assert!(log_lines(&ensemble, leader, &["installed leader snapshot"]).is_empty(), "no snapshot expected");
-        assert_eq!(children_on(&ensemble, leader, "/load").await, held, "the restarted member's /load");
-        let c = connect(&ensemble.grpc(&[leader])).await;
-        for i in 0..sessions.len() {
-            assert!(c.exists(&format!("/eph/w{i}")).await.expect("exists").is_some());
-        }
-        c.close().await.expect("close");
-        eventually(10, "every member at the same applied zxid", || async {
-            let mut seen = BTreeSet::new();
-            for id in ensemble.ids() {
-                seen.insert(ensemble.status(id).await.map(|s| s.last_applied_zxid));
-            }
-            seen.len() == 1
-        })
-        .await;
         for c in clients {
             c.close().await.expect("close");
         }
