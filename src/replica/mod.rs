@@ -327,6 +327,8 @@ pub struct Replica {
     /// the durable log (see `request_snapshot`).
     snapshot_waiting: Option<TreeState>,
     previous_snapshot: Zxid,
+    /// The tick at which this replica last stopped serving (0: it started so).
+    serving_lost_at: u64,
     counters: Counters,
     outputs: Vec<Output>,
     /// What was applied since the simulation last asked (checked against its oracle).
@@ -382,6 +384,7 @@ impl Replica {
             snapshot_in_flight: false,
             snapshot_waiting: None,
             previous_snapshot: snapshot_zxid,
+            serving_lost_at: 0,
             counters: Counters::default(),
             outputs: Vec::new(),
             #[cfg(any(test, feature = "sim"))]
@@ -554,6 +557,7 @@ impl Replica {
         self.status = status;
         self.outputs.push(Output::Status(status));
         if was_serving && !status.serving {
+            self.serving_lost_at = self.ticks;
             self.stop_serving();
         }
         if status.serving && status.role == Role::Leading {
@@ -805,6 +809,12 @@ impl Replica {
         };
         let (request, new_password) = (request.clone(), new_password.clone());
         if !self.status.serving {
+            if self.ticks.saturating_sub(self.serving_lost_at) >= self.config.catch_up_ticks {
+                // Without a leader for that long, a quorum is likely out of
+                // reach (a partition): send the client elsewhere at once.
+                self.refuse(conn, ErrorCode::ConnectionLoss, NOT_SERVING);
+                return;
+            }
             // Wait (expire_catch_ups refuses once the time is up): an election
             // usually ends within a few ticks, and a client held here gets its
             // session the moment this replica serves again, rather than after a

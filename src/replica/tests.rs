@@ -455,6 +455,12 @@ fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
         [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
         other => panic!("expected a refusal, got {other:?}"),
     }
+    // Without a leader for that long, a new connect is refused at once.
+    let late = e.connect_with(survivor, new_session_request());
+    match e.take(late).as_slice() {
+        [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
+        other => panic!("expected an immediate refusal, got {other:?}"),
+    }
 }
 
 #[test]
