@@ -491,3 +491,25 @@ fn a_followerinfo_a_still_looking_leader_dropped_is_resent_when_it_announces_its
     assert_eq!(c.leader(), Some(2));
     assert!(c.nodes[&1].peer.status().serving, "1 synced without waiting for its next tick");
 }
+
+#[test]
+fn a_vote_missed_while_still_following_is_sent_again_at_once() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    assert_eq!(c.leader(), Some(3));
+    c.nodes.get_mut(&3).unwrap().up = false;
+    // 2 notices first: its vote reaches 1 while 1 still follows 3 (1 only
+    // answers with its old leader and does not record the vote).
+    c.nodes.get_mut(&2).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.drain(2);
+    c.deliver_all();
+    assert_eq!(c.nodes[&1].peer.status().role, Role::Following);
+    // Then 1 notices and votes for itself; 2 answers with its better vote at
+    // once, so both agree before any tick and the finalize wait is the only one.
+    c.nodes.get_mut(&1).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.drain(1);
+    c.deliver_all();
+    c.tick();
+    assert_eq!(c.leader(), Some(2), "elected after one tick");
+    assert!(c.nodes[&1].peer.status().serving);
+}
