@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package
+.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -87,6 +87,12 @@ zookeeper-package:
 
 bench:
 	$(CARGO) bench --bench core
+
+## Failover time on release binaries: kill -9 of a 3-member ensemble's leader under a
+## write load, to the first write of the new epoch acknowledged; each run and the median
+## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
+bench-failover:
+	$(CARGO) test --release --test ensemble -- --ignored --nocapture failover_time
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.

@@ -4,11 +4,12 @@
 //! when the harness is dropped.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::proto::admin::StatusRequest;
@@ -24,16 +25,15 @@ pub fn cli_binary() -> PathBuf {
 }
 
 /// A free port on 127.0.0.1 (the listener is closed before the server binds
-/// it). The OS may hand the same ephemeral port out again once it is closed,
-/// so ports already given to this test process are skipped: two members (or
-/// two ensembles of tests running in parallel) never get the same one.
+/// it), never one handed out before in this process: the OS readily gives a
+/// just-released port again, and one ensemble needs a score of distinct ones.
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for _ in 0..1000 {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
         let port = listener.local_addr().expect("local addr").port();
-        if GIVEN.lock().unwrap_or_else(|e| e.into_inner()).insert(port) {
+        if handed_out.insert(port) {
             return port;
         }
     }
@@ -191,7 +191,8 @@ impl Ensemble {
             .arg(&config)
             .arg("--id")
             .arg(id.to_string())
-            .env("ZABKEEPER_LOG", "info")
+            // ZABKEEPER_TEST_LOG (e.g. "debug") lets a person investigating see more.
+            .env("ZABKEEPER_LOG", std::env::var("ZABKEEPER_TEST_LOG").unwrap_or_else(|_| "info".into()))
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -329,5 +330,25 @@ impl Drop for Ensemble {
                 let _ = child.wait();
             }
         }
+        if std::thread::panicking() {
+            self.keep_logs();
+        }
+    }
+}
+
+impl Ensemble {
+    /// Copies every member's log out of the temporary directory (removed on
+    /// drop) so that a failed test can be understood; prints where.
+    fn keep_logs(&self) {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let keep = std::env::temp_dir().join(format!("zabkeeper-failed-{}-{stamp}", std::process::id()));
+        if std::fs::create_dir_all(&keep).is_err() {
+            return;
+        }
+        for m in &self.members {
+            let name = format!("zk{}.log", m.id);
+            let _ = std::fs::copy(self.dir.path().join(&name), keep.join(&name));
+        }
+        eprintln!("logs of the failed ensemble kept in {}", keep.display());
     }
 }

@@ -53,6 +53,8 @@ async fn main() -> ExitCode {
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Logs go to stderr: stdout carries only the "ready" line (and the
+    // connect strings), which scripts and the test harness read.
     tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr).init();
 
     let config = match ServerConfig::load(&args.config, args.id) {

@@ -131,13 +131,19 @@ enum AttemptError {
     Timeout { server: String, after: Duration },
 }
 
-/// An error and its sources, joined: tonic's top-level messages alone say little.
+/// An error and its sources, joined: tonic's top-level messages alone say
+/// little. A source that only repeats the text so far is left out (tonic's
+/// connect errors wrap one that says the same: "tcp connect error: tcp
+/// connect error: ...").
 fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
         source = s.source();
     }
     text
@@ -370,6 +376,7 @@ impl Connection {
                 End::Terminal(state) => break state,
                 End::Lost(reason) => {
                     tracing::info!(server = %link.server, reason = %reason, "connection lost");
+                    self.shared.note_failure(&link.server, &reason);
                     self.fail_in_flight(&reason);
                     if self.closing.is_some() {
                         break ConnectionState::Closed;
@@ -669,6 +676,7 @@ impl Connection {
                     match self.restore(&mut link) {
                         Ok(()) => {
                             tracing::info!(server = %link.server, session = format_args!("{session_id:#x}"), "session resumed");
+                            self.shared.clear_failures();
                             self.shared.set_state(ConnectionState::Connected);
                             let orphans = self.registry.connection_changed(ConnectionState::Connected);
                             match self.remove_orphans(orphans, &mut link) {
@@ -691,6 +699,7 @@ impl Connection {
                 Err(e) => e.to_string(),
             };
             tracing::debug!(server = %server, error = %failure, "reconnect attempt failed");
+            self.shared.note_failure(&server.to_string(), &failure);
             self.fail_in_flight(&failure);
             let wait = plan.failed(Instant::now().into_std(), rand::random::<f64>());
             let nap = sleep(wait);
@@ -821,6 +830,30 @@ mod tests {
         let e = event_from_pb(pb::WatchEvent { r#type: 4, path: "/p".into(), zxid: 7 }).unwrap();
         assert_eq!((e.event_type, e.zxid), (EventType::NodeChildrenChanged, 7));
         assert!(event_from_pb(pb::WatchEvent { r#type: 99, path: "/".into(), zxid: 0 }).is_none());
+    }
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    #[test]
+    fn error_chains_join_sources_without_repeating_them() {
+        let refused = Layer("Connection refused", None);
+        let inner = Layer("tcp connect error", Some(Box::new(refused)));
+        let outer = Layer("tcp connect error", Some(Box::new(inner)));
+        let top = Layer("transport error", Some(Box::new(outer)));
+        assert_eq!(error_chain(&top), "transport error: tcp connect error: Connection refused");
     }
 
     #[test]

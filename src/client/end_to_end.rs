@@ -580,15 +580,20 @@ async fn without_a_server_for_longer_than_the_timeout_the_session_expires_locall
     let options =
         options().with_session_timeout(Duration::from_millis(800)).with_request_timeout(Duration::from_millis(200));
     let c = Client::connect(&server.address(), options).await.unwrap();
+    let port = server.port;
     let (_, watcher) = c.exists_and_watch("/x").await.unwrap();
     let mut persistent = c.add_watch("/", AddWatchMode::Persistent).await.unwrap();
     let started = Instant::now();
     drop(server.kill());
     wait_state(&c, ConnectionState::Disconnected, 5).await;
-    // While reconnecting, a request waits and then times out.
-    let timed_out = c.get_data("/").await.unwrap_err();
-    assert!(matches!(timed_out, ClientError::Timeout { .. }), "{timed_out}");
-    assert_eq!(timed_out.code(), Some(ErrorCode::OperationTimeout));
+    // While reconnecting, a request waits, then fails with ConnectionLoss
+    // saying why no server took the session.
+    let waited = c.get_data("/").await.unwrap_err();
+    assert!(matches!(waited, ClientError::ConnectionLoss(_)), "{waited}");
+    assert_eq!(waited.code(), Some(ErrorCode::ConnectionLoss));
+    let text = waited.to_string();
+    assert!(text.contains("get_data /") && text.contains("200ms"), "{text}");
+    assert!(text.contains(&format!("cannot reach 127.0.0.1:{port}")), "{text}");
     wait_state(&c, ConnectionState::Expired, 10).await;
     assert!(started.elapsed() >= Duration::from_millis(500), "not before the session timeout");
     assert_eq!(within(5, watcher).await, WatchedEvent::State(ConnectionState::Expired));

@@ -18,8 +18,11 @@
 //!
 //! Errors follow ZooKeeper: a request in flight when a connection breaks fails
 //! with `ConnectionLoss` (a write may or may not have been applied); requests
-//! made while the client is reconnecting wait for it; once the session expires
-//! every call fails with `SessionExpired` and the client must be replaced.
+//! made while the client is reconnecting wait for it, and if no server takes
+//! the session within the request timeout they fail with `ConnectionLoss`
+//! naming each server's answer (unreachable, or "not serving" while the
+//! ensemble has no quorum); once the session expires every call fails with
+//! `SessionExpired` and the client must be replaced.
 //!
 //! Layout: `connection` is the background task that owns the stream;
 //! [`watcher`] the watch futures/streams and their routing; `fifo` and
@@ -71,6 +74,8 @@ pub struct ClientOptions {
     /// Time allowed to establish the first session, and for each reconnect attempt.
     pub connect_timeout: Duration,
     /// Time allowed for each request (queueing included); `None` waits as long as the session lives.
+    /// A request that runs out of time while no server holds the session fails with
+    /// `ConnectionLoss` (saying why), otherwise with `Timeout`.
     pub request_timeout: Option<Duration>,
     /// Credentials added right after connecting and again after every reconnect (scheme, auth).
     pub auth: Vec<(String, Vec<u8>)>,
@@ -257,9 +262,18 @@ impl Client {
             answer.await.map_err(|_| shared.terminal_error())?
         };
         let response = match self.inner.request_timeout {
-            Some(limit) => tokio::time::timeout(limit, work)
-                .await
-                .map_err(|_| ClientError::Timeout { what: format!("{name} {path}"), after: limit })??,
+            Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| {
+                if shared.state() == ConnectionState::Disconnected {
+                    // No server took the session meanwhile (the request waited
+                    // for one): say so, and why, rather than only "too slow".
+                    ClientError::ConnectionLoss(format!(
+                        "{name} {path}: no server accepted the session within {limit:?}: {}",
+                        shared.disconnect_reason()
+                    ))
+                } else {
+                    ClientError::Timeout { what: format!("{name} {path}"), after: limit }
+                }
+            })??,
             None => work.await?,
         };
         response::result(response, path)

@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     timeout_ms: AtomicI32,
     last_zxid: AtomicI64,
     server: Mutex<String>,
+    /// While disconnected: why, as (server, what its latest attempt ended
+    /// with), one entry per server, the newest last. Empty while connected.
+    disconnected: Mutex<Vec<(String, String)>>,
     state_tx: watch::Sender<ConnectionState>,
     transitions: broadcast::Sender<ConnectionState>,
 }
@@ -65,6 +68,7 @@ impl Shared {
             timeout_ms: AtomicI32::new(timeout_ms),
             last_zxid: AtomicI64::new(0),
             server: Mutex::new(server),
+            disconnected: Mutex::new(Vec::new()),
             state_tx,
             transitions,
         }
@@ -102,6 +106,37 @@ impl Shared {
             Err(poisoned) => poisoned.into_inner(),
         };
         server.clone_into(&mut name);
+    }
+
+    /// Records why the connection to `server` broke or an attempt on it failed
+    /// (replacing that server's earlier entry).
+    pub(crate) fn note_failure(&self, server: &str, reason: &str) {
+        let mut failures = match self.disconnected.lock() {
+            Ok(f) => f,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        failures.retain(|(s, _)| s != server);
+        failures.push((server.to_string(), reason.to_string()));
+    }
+
+    /// Forgets the failures (a connection is up again).
+    pub(crate) fn clear_failures(&self) {
+        match self.disconnected.lock() {
+            Ok(mut f) => f.clear(),
+            Err(poisoned) => poisoned.into_inner().clear(),
+        }
+    }
+
+    /// Why no server holds the session now: each server's latest failure.
+    pub(crate) fn disconnect_reason(&self) -> String {
+        let failures = match self.disconnected.lock() {
+            Ok(f) => f.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        if failures.is_empty() {
+            return "the client is reconnecting".to_string();
+        }
+        failures.into_iter().map(|(_, reason)| reason).collect::<Vec<_>>().join("; ")
     }
 
     pub(crate) fn last_zxid(&self) -> i64 {
@@ -209,5 +244,17 @@ mod tests {
         shared.observe_zxid(4);
         assert_eq!(shared.last_zxid(), 10);
         assert_eq!(shared.timeout(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_disconnect_reason_keeps_each_servers_latest_failure() {
+        let shared = Shared::new(1, 1000, "h:1".into());
+        assert_eq!(shared.disconnect_reason(), "the client is reconnecting");
+        shared.note_failure("h:1", "h:1 ended the stream");
+        shared.note_failure("h:2", "cannot reach h:2: refused");
+        shared.note_failure("h:1", "h:1 refused the session: not serving");
+        assert_eq!(shared.disconnect_reason(), "cannot reach h:2: refused; h:1 refused the session: not serving");
+        shared.clear_failures();
+        assert_eq!(shared.disconnect_reason(), "the client is reconnecting");
     }
 }

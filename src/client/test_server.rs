@@ -152,7 +152,7 @@ impl TestServer {
                 .max_decoding_message_size(MAX_CLIENT_MESSAGE)
                 .max_encoding_message_size(MAX_CLIENT_MESSAGE);
             let _ = ready_tx.send(Ok(()));
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let incoming = crate::server::serve::incoming(listener);
             let _ = tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming).await;
         });
         match tokio::time::timeout(Duration::from_secs(10), ready).await {

@@ -42,6 +42,9 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 /// A client connection on this replica (a gRPC stream or a wire socket).
 pub type ConnId = u64;
 
+/// Why a connect is refused when this replica has no established leader.
+pub const NOT_SERVING: &str = "this replica is not serving (no quorum or election in progress)";
+
 /// Settings of one replica.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -59,7 +62,8 @@ pub struct Config {
     pub snapshot_every: u64,
     /// Check containers and TTL nodes every this many ticks.
     pub reap_interval_ticks: u64,
-    /// How long a connect may wait for this replica to catch up with the client's last zxid.
+    /// How long a connect may wait for this replica to serve (an election in
+    /// progress) and to catch up with the client's last zxid.
     pub catch_up_ticks: u64,
     /// Snapshot chunk size for SNAP sync.
     pub snapshot_chunk_bytes: usize,
@@ -334,7 +338,12 @@ pub struct Replica {
     revalidating: BTreeSet<ConnId>,
     applied_since_snapshot: u64,
     snapshot_in_flight: bool,
+    /// A snapshot taken but not yet handed out: the tree it copies is ahead of
+    /// the durable log (see `request_snapshot`).
+    snapshot_waiting: Option<TreeState>,
     previous_snapshot: Zxid,
+    /// The tick at which this replica last stopped serving (0: it started so).
+    serving_lost_at: u64,
     counters: Counters,
     outputs: Vec<Output>,
     /// What was applied since the simulation last asked (checked against its oracle).
@@ -389,7 +398,9 @@ impl Replica {
             revalidating: BTreeSet::new(),
             applied_since_snapshot: 0,
             snapshot_in_flight: false,
+            snapshot_waiting: None,
             previous_snapshot: snapshot_zxid,
+            serving_lost_at: 0,
             counters: Counters::default(),
             outputs: Vec::new(),
             #[cfg(any(test, feature = "sim"))]
@@ -405,7 +416,10 @@ impl Replica {
             Input::Tick { now_ms } => self.on_tick(now_ms),
             Input::Peer { from, msg } => self.zab.handle(zab::Input::Message { from, msg }),
             Input::PeerDisconnected { peer } => self.zab.handle(zab::Input::Disconnected { peer }),
-            Input::Persisted { seq } => self.zab.handle(zab::Input::Persisted { seq }),
+            Input::Persisted { seq } => {
+                self.zab.handle(zab::Input::Persisted { seq });
+                self.release_waiting_snapshot();
+            }
             Input::SnapshotSaved { zxid } => self.on_snapshot_saved(zxid),
             Input::Connect { conn, request, new_password, identities } => {
                 self.on_connect(conn, request, new_password, identities)
@@ -534,6 +548,10 @@ impl Replica {
             Ok(state) if state.last_zxid() == zxid => {
                 tracing::info!(id = self.config.zab.id, zxid = %zxid, nodes = state.node_count(), "installed leader snapshot");
                 self.tree.replace_state(state);
+                if self.snapshot_waiting.take().is_some() {
+                    // A copy of the replaced tree: no longer worth writing.
+                    self.snapshot_in_flight = false;
+                }
                 #[cfg(any(test, feature = "sim"))]
                 self.applied_log.push(AppliedRecord::Snapshot(zxid));
                 self.previous_snapshot = zxid;
@@ -555,17 +573,27 @@ impl Replica {
         self.status = status;
         self.outputs.push(Output::Status(status));
         if was_serving && !status.serving {
+            self.serving_lost_at = self.ticks;
             self.stop_serving();
         }
         if status.serving && status.role == Role::Leading {
             self.start_leading();
+        }
+        if status.serving && !was_serving {
+            self.retry_waiting_connects();
         }
     }
 
     /// Leaving the serving state: every client goes elsewhere (or comes back
     /// once this replica serves again), as ZooKeeper closes its connections.
     fn stop_serving(&mut self) {
-        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        // Connects still waiting to be decided keep waiting for the next leader.
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !matches!(c.state, ConnState::CatchingUp { .. }))
+            .map(|(id, _)| *id)
+            .collect();
         for conn in conns {
             self.close_conn(conn, ErrorCode::ConnectionLoss, "the replica lost its leader");
         }
@@ -674,7 +702,7 @@ impl Replica {
         }
         self.snapshot_in_flight = true;
         self.applied_since_snapshot = 0;
-        self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+        self.request_snapshot();
     }
 
     /// Asks for a snapshot now; false if one is already being written.
@@ -684,8 +712,28 @@ impl Replica {
         }
         self.snapshot_in_flight = true;
         self.applied_since_snapshot = 0;
-        self.outputs.push(Output::TakeSnapshot { state: self.tree.snapshot() });
+        self.request_snapshot();
         true
+    }
+
+    /// Copies the tree for a snapshot, handed out only once the log holds
+    /// every entry it reflects durably. A replica applies what the leader
+    /// commits as soon as the entries are in its in-memory log, which can be
+    /// before its own disk has them (the others made the quorum); a snapshot
+    /// written ahead of those appends would make the store refuse them as
+    /// going backwards, and on a crash the log would not continue it.
+    fn request_snapshot(&mut self) {
+        self.snapshot_waiting = Some(self.tree.snapshot());
+        self.release_waiting_snapshot();
+    }
+
+    fn release_waiting_snapshot(&mut self) {
+        let durable = self.zab.durable_zxid();
+        if self.snapshot_waiting.as_ref().is_some_and(|state| state.last_zxid() <= durable) {
+            if let Some(state) = self.snapshot_waiting.take() {
+                self.outputs.push(Output::TakeSnapshot { state });
+            }
+        }
     }
 
     fn on_snapshot_saved(&mut self, zxid: Zxid) {
@@ -784,11 +832,16 @@ impl Replica {
         };
         let (request, new_password, revalidation) = (request.clone(), new_password.clone(), *revalidation);
         if !self.status.serving {
-            self.refuse(
-                conn,
-                ErrorCode::ConnectionLoss,
-                "this replica is not serving (no quorum or election in progress)",
-            );
+            if self.ticks.saturating_sub(self.serving_lost_at) >= self.config.catch_up_ticks {
+                // Without a leader for that long, a quorum is likely out of
+                // reach (a partition): send the client elsewhere at once.
+                self.refuse(conn, ErrorCode::ConnectionLoss, NOT_SERVING);
+                return;
+            }
+            // Wait (expire_catch_ups refuses once the time is up): an election
+            // usually ends within a few ticks, and a client held here gets its
+            // session the moment this replica serves again, rather than after a
+            // round of refusals and a reconnect backoff.
             return;
         }
         if Zxid::from_i64(request.last_zxid_seen) > self.tree.last_zxid() {
@@ -873,8 +926,28 @@ impl Replica {
         for (conn, overdue) in waiting {
             self.try_connect(conn);
             if overdue && matches!(self.conns.get(&conn).map(|c| &c.state), Some(ConnState::CatchingUp { .. })) {
-                self.refuse(conn, ErrorCode::ConnectionLoss, "this replica is behind the client's last seen zxid");
+                let reason = if self.status.serving {
+                    "this replica is behind the client's last seen zxid"
+                } else {
+                    NOT_SERVING
+                };
+                self.refuse(conn, ErrorCode::ConnectionLoss, reason);
             }
+        }
+    }
+
+    /// Decides every connect that waited for this replica to serve.
+    fn retry_waiting_connects(&mut self) {
+        let mut waiting: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.state, ConnState::CatchingUp { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        // In arrival order (ids grow), so sessions are created in that order.
+        waiting.sort_unstable();
+        for conn in waiting {
+            self.try_connect(conn);
         }
     }
 

@@ -12,6 +12,11 @@ struct Node {
     replica: Replica,
     durable: Recovered,
     up: bool,
+    /// Storage operations held back (a slow disk) until `release`.
+    hold: bool,
+    held: Vec<(u64, StorageOp)>,
+    /// Every snapshot asked for: (its zxid, the durable log's end at that moment).
+    snapshots: Vec<(Zxid, Zxid)>,
 }
 
 struct Ensemble {
@@ -35,10 +40,24 @@ fn config(id: ServerId, n: u64) -> Config {
 
 impl Ensemble {
     fn new(n: u64) -> Ensemble {
+        Ensemble::new_with(n, |_| {})
+    }
+
+    fn new_with(n: u64, adjust: impl Fn(&mut Config)) -> Ensemble {
         let mut nodes = BTreeMap::new();
         for id in 1..=n {
-            let replica = Replica::new(config(id, n), Recovered::fresh(), 1_000_000);
-            nodes.insert(id, Node { replica, durable: Recovered::fresh(), up: true });
+            let mut config = config(id, n);
+            adjust(&mut config);
+            let replica = Replica::new(config, Recovered::fresh(), 1_000_000);
+            let node = Node {
+                replica,
+                durable: Recovered::fresh(),
+                up: true,
+                hold: false,
+                held: Vec::new(),
+                snapshots: Vec::new(),
+            };
+            nodes.insert(id, node);
         }
         let mut e = Ensemble {
             nodes,
@@ -66,27 +85,41 @@ impl Ensemble {
                 match out {
                     Output::Send { to, msg } => self.queue.push_back((id, to, msg)),
                     Output::Persist { seq, op } => {
-                        max_seq = seq;
-                        let d = &mut self.nodes.get_mut(&id).unwrap().durable;
-                        match op {
-                            StorageOp::Append(entries) => d.log.extend(entries),
-                            StorageOp::TruncateAfter(z) => d.log.retain(|e| e.zxid <= z),
-                            StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
-                            StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
-                            StorageOp::InstallSnapshot { chunks, .. } => {
-                                d.log.clear();
-                                d.snapshot = Some(snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).unwrap());
-                            }
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        if node.hold {
+                            node.held.push((seq, op));
+                            continue;
                         }
+                        max_seq = seq;
+                        apply_durably(&mut node.durable, op);
                     }
                     Output::Client { conn, msg } => self.inbox.entry(conn).or_default().push(msg),
-                    Output::TakeSnapshot { .. } | Output::Status(_) => {}
+                    Output::TakeSnapshot { state } => {
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        let durable_end = node.durable.log.last().map_or(Zxid::ZERO, |e| e.zxid);
+                        node.snapshots.push((state.last_zxid(), durable_end));
+                    }
+                    Output::Status(_) => {}
                 }
             }
             if max_seq > 0 {
                 self.nodes.get_mut(&id).unwrap().replica.handle(Input::Persisted { seq: max_seq });
             }
         }
+    }
+
+    /// The held storage operations become durable.
+    fn release_disk(&mut self, id: ServerId) {
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.hold = false;
+        let held = std::mem::take(&mut node.held);
+        let Some(max_seq) = held.iter().map(|(seq, _)| *seq).max() else { return };
+        for (_, op) in held {
+            apply_durably(&mut node.durable, op);
+        }
+        node.replica.handle(Input::Persisted { seq: max_seq });
+        self.drain(id);
+        self.deliver();
     }
 
     fn deliver(&mut self) {
@@ -227,6 +260,19 @@ impl Ensemble {
         let conns: Vec<ConnId> = self.conn_node.iter().filter(|(_, n)| **n == id).map(|(c, _)| *c).collect();
         for c in conns {
             self.conn_node.remove(&c);
+        }
+    }
+}
+
+fn apply_durably(d: &mut Recovered, op: StorageOp) {
+    match op {
+        StorageOp::Append(entries) => d.log.extend(entries),
+        StorageOp::TruncateAfter(z) => d.log.retain(|e| e.zxid <= z),
+        StorageOp::SetAcceptedEpoch(e) => d.accepted_epoch = e,
+        StorageOp::SetCurrentEpoch(e) => d.current_epoch = e,
+        StorageOp::InstallSnapshot { chunks, .. } => {
+            d.log.clear();
+            d.snapshot = Some(snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).unwrap());
         }
     }
 }
@@ -497,4 +543,87 @@ fn a_lagging_follower_revalidates_a_reattaching_session_with_the_leader() {
         matches!(e.take(c3).first(), Some(ClientMessage::ConnectFailed { error: ErrorCode::SessionExpired, .. })),
         "a closed session is accepted on a lagging follower"
     );
+}
+
+fn new_session_request() -> ConnectRequest {
+    ConnectRequest { session_id: 0, password: Bytes::new(), timeout_ms: 1000, last_zxid_seen: 0 }
+}
+
+#[test]
+fn a_connect_during_an_election_waits_and_is_attached_once_the_replica_serves() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    e.crash(leader);
+    assert!(!e.nodes[&survivor].replica.status().serving);
+    let conn = e.connect_with(survivor, new_session_request());
+    assert_eq!(e.take(conn), vec![], "neither refused nor attached while the election runs");
+    let mut answer = Vec::new();
+    for _ in 0..10 {
+        e.tick();
+        answer = e.take(conn);
+        if !answer.is_empty() {
+            break;
+        }
+    }
+    assert!(matches!(answer.first(), Some(ClientMessage::Connected { .. })), "{answer:?}");
+    assert!(e.nodes[&survivor].replica.status().serving);
+    e.call(conn, create("/after-election", CreateMode::Persistent)).unwrap();
+}
+
+#[test]
+fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let survivor = (1..=3).find(|id| *id != leader).unwrap();
+    let other = (1..=3).find(|id| *id != leader && *id != survivor).unwrap();
+    e.crash(other);
+    e.crash(leader);
+    let conn = e.connect_with(survivor, new_session_request());
+    let wait = e.nodes[&survivor].replica.config().catch_up_ticks;
+    for _ in 0..wait - 1 {
+        e.tick();
+        assert_eq!(e.take(conn), vec![], "refused before the catch-up time");
+    }
+    e.tick();
+    e.tick();
+    match e.take(conn).as_slice() {
+        [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Without a leader for that long, a new connect is refused at once.
+    let late = e.connect_with(survivor, new_session_request());
+    match e.take(late).as_slice() {
+        [ClientMessage::ConnectFailed { error: ErrorCode::ConnectionLoss, reason }] => assert_eq!(reason, NOT_SERVING),
+        other => panic!("expected an immediate refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_snapshot_is_asked_for_only_once_the_log_it_reflects_is_durable() {
+    // A follower applies what the leader commits as soon as the entries are in
+    // its in-memory log, possibly before its own disk has them (the leader and
+    // the other follower make the quorum). A snapshot of that tree written
+    // before the appends makes the store refuse them ("cannot append Z after
+    // Z") and the replica stop: seen with sled under a write load.
+    let mut e = Ensemble::new_with(3, |c| c.snapshot_every = 3);
+    let leader = e.leader();
+    let slow = (1..=3).find(|id| *id != leader).unwrap();
+    let (c, _, _) = e.connect(leader);
+    e.nodes.get_mut(&slow).unwrap().hold = true;
+    for i in 0..7 {
+        e.call(c, create(&format!("/s{i}"), CreateMode::Persistent)).unwrap();
+    }
+    e.settle(1);
+    let node = &e.nodes[&slow];
+    assert!(node.replica.tree().state().node("/s6").is_some(), "the slow follower applied the commits");
+    let durable_end = node.durable.log.last().map_or(Zxid::ZERO, |e| e.zxid);
+    assert!(durable_end < node.replica.tree().last_zxid(), "its disk is behind its tree");
+    let ahead = |snapshots: &[(Zxid, Zxid)]| snapshots.iter().copied().filter(|(z, end)| z > end).collect::<Vec<_>>();
+    assert_eq!(ahead(&node.snapshots), vec![], "snapshots ahead of the durable log");
+    let before = node.snapshots.len();
+    e.release_disk(slow);
+    let node = &e.nodes[&slow];
+    assert!(node.snapshots.len() > before, "the snapshot is asked for once the log is durable");
+    assert_eq!(ahead(&node.snapshots), vec![], "snapshots ahead of the durable log");
 }

@@ -87,9 +87,11 @@ impl Peer {
 
     pub(super) fn on_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
         let State::Looking(_) = &self.state else {
-            // Following or leading: a looker learns from us who leads.
-            if state == PeerState::Looking {
-                self.notify(from);
+            match state {
+                // Following or leading: a looker learns from us who leads.
+                PeerState::Looking => self.notify(from),
+                PeerState::Leading if vote.leader == from => self.follower_on_leader_announced(from),
+                PeerState::Following | PeerState::Leading => {}
             }
             return;
         };
@@ -122,9 +124,16 @@ impl Peer {
             e.quorum_since = None;
             changed = true;
         }
+        // The sender votes for something worse than we do: it may never have
+        // heard our vote (it was still following when we broadcast it, and a
+        // settled replica only answers with its old leader). Tell it now, not
+        // at our next re-send tick; it adopts ours, so the exchange ends.
+        let tell_sender = !changed && vote < e.vote;
         e.received.insert(from, vote);
         if changed {
             self.broadcast_notification();
+        } else if tell_sender {
+            self.notify(from);
         }
         self.check_election_done();
     }

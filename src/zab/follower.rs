@@ -90,6 +90,19 @@ impl Peer {
         }
     }
 
+    /// Our leader announced that it leads. If we are still waiting for its
+    /// LEADERINFO, our FOLLOWERINFO may have reached it while it was still
+    /// looking (a leader ignores those): present ourselves again now rather
+    /// than at our next tick. A duplicate is harmless: the leader answers a
+    /// re-sent FOLLOWERINFO again and keeps its state.
+    pub(super) fn follower_on_leader_announced(&mut self, from: ServerId) {
+        let accepted_epoch = self.accepted_epoch;
+        let Some(f) = self.follower() else { return };
+        if f.leader == from && f.stage == Stage::Discovery {
+            self.send(from, Message::FollowerInfo { accepted_epoch });
+        }
+    }
+
     pub(super) fn follower_on_tick(&mut self) {
         let now = self.now;
         let (sync_limit, init_limit) = (self.config.sync_limit_ticks, self.config.init_limit_ticks);

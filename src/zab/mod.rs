@@ -324,6 +324,11 @@ impl Peer {
         self.log.last_zxid()
     }
 
+    /// The highest zxid the local log holds durably.
+    pub fn durable_zxid(&self) -> Zxid {
+        self.durable_zxid
+    }
+
     /// The commit point: every entry up to it was handed out for applying.
     pub fn last_committed(&self) -> Zxid {
         self.committed

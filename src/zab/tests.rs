@@ -468,3 +468,48 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     assert_eq!(ops[2], &StorageOp::SetCurrentEpoch(2));
     assert_eq!(peer.last_logged(), Zxid::new(1, 3));
 }
+
+#[test]
+fn a_followerinfo_a_still_looking_leader_dropped_is_resent_when_it_announces_itself() {
+    let mut c = Cluster::new(3);
+    c.nodes.get_mut(&3).unwrap().up = false;
+    // 1 and 2 agree on 2; neither has decided (the finalize wait ends at a tick).
+    c.deliver_all();
+    assert_eq!(c.nodes[&1].peer.status().role, Role::Looking);
+    assert_eq!(c.nodes[&2].peer.status().role, Role::Looking);
+    // 1 ticks first: it follows 2 and sends FOLLOWERINFO, which 2, still looking, drops.
+    c.nodes.get_mut(&1).unwrap().peer.handle(Input::Tick);
+    c.drain(1);
+    c.deliver_all();
+    assert_eq!(c.nodes[&1].peer.status().role, Role::Following);
+    assert_eq!(c.nodes[&2].peer.status().role, Role::Looking);
+    // 2 ticks: it leads and announces it; 1 presents itself again at once, so
+    // the sync completes with no further tick.
+    c.nodes.get_mut(&2).unwrap().peer.handle(Input::Tick);
+    c.drain(2);
+    c.deliver_all();
+    assert_eq!(c.leader(), Some(2));
+    assert!(c.nodes[&1].peer.status().serving, "1 synced without waiting for its next tick");
+}
+
+#[test]
+fn a_vote_missed_while_still_following_is_sent_again_at_once() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    assert_eq!(c.leader(), Some(3));
+    c.nodes.get_mut(&3).unwrap().up = false;
+    // 2 notices first: its vote reaches 1 while 1 still follows 3 (1 only
+    // answers with its old leader and does not record the vote).
+    c.nodes.get_mut(&2).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.drain(2);
+    c.deliver_all();
+    assert_eq!(c.nodes[&1].peer.status().role, Role::Following);
+    // Then 1 notices and votes for itself; 2 answers with its better vote at
+    // once, so both agree before any tick and the finalize wait is the only one.
+    c.nodes.get_mut(&1).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.drain(1);
+    c.deliver_all();
+    c.tick();
+    assert_eq!(c.leader(), Some(2), "elected after one tick");
+    assert!(c.nodes[&1].peer.status().serving);
+}
