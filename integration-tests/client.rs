@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use support::Ensemble;
+use support::{eventually, runtime, within, Ensemble};
 use zabkeeper::client::{
     Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
     ANY_VERSION,
@@ -20,10 +20,6 @@ use zabkeeper::error::ErrorCode;
 use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
-}
 
 fn options(session_ms: u64) -> ClientOptions {
     ClientOptions::default()
@@ -34,25 +30,6 @@ fn options(session_ms: u64) -> ClientOptions {
 
 async fn connect(address: &str) -> Client {
     Client::connect(address, options(6000)).await.expect("connect")
-}
-
-async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("timed out")
-}
-
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("{what}: not within {secs}s");
 }
 
 async fn wait_state(client: &Client, state: ConnectionState, secs: u64) {

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use support::{eventually, runtime, within_for};
 use support::{Ensemble, Settings};
 use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
@@ -38,10 +39,6 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
-}
-
 /// Generous limits: the session outlives any failover these tests cause, and
 /// a request never waits longer than the request timeout.
 fn options() -> ClientOptions {
@@ -53,28 +50,6 @@ fn options() -> ClientOptions {
 
 async fn connect(address: &str) -> Client {
     Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
-}
-
-async fn within<F: std::future::Future>(secs: u64, what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(Duration::from_secs(secs), f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: not within {secs}s"),
-    }
-}
-
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what}: not within {secs}s");
 }
 
 /// Runs blocking harness calls (kill, spawn, wait_serving) off the async threads.
@@ -329,13 +304,13 @@ fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sess
             blocking(|| ensemble.kill(leader));
             let survivors = others(&ensemble, &[leader]);
             let wait = ensemble.wait_serving_async(&survivors, Duration::from_secs(20));
-            let new_leader = within(20, "a new leader serving", wait).await;
+            let new_leader = within_for(20, "a new leader serving", wait).await;
             assert_ne!(new_leader, leader);
             // Writes go on under the new leader, from every writer.
             tokio::time::sleep(Duration::from_millis(500)).await;
             stop.store(true, Ordering::Release);
             let logs: Vec<WriteLog> =
-                within(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer task")).collect();
+                within_for(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer task")).collect();
             for (i, log) in logs.iter().enumerate() {
                 assert!(
                     log.acked.iter().any(|(_, at)| *at > killed_at),
@@ -373,7 +348,7 @@ fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sess
             let needle = format!("follower={leader}");
             let diffs_before = log_lines(&ensemble, new_leader, &["DIFF sync", &needle]).len();
             blocking(|| ensemble.spawn(leader));
-            within(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+            within_for(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
             let diffs = log_lines(&ensemble, new_leader, &["DIFF sync", &needle]);
             assert!(
                 diffs.len() > diffs_before,
@@ -435,10 +410,10 @@ fn a_member_behind_the_leaders_log_catches_up_by_snapshot() {
         let writer = tokio::spawn(write_until(connect(&ensemble.grpc(&[leader])).await, "during".into(), stop.clone()));
         let snaps_before = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]).len();
         blocking(|| ensemble.spawn(follower));
-        within(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+        within_for(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         stop.store(true, Ordering::Release);
-        let log = within(30, "writer stops", writer).await.expect("writer");
+        let log = within_for(30, "writer stops", writer).await.expect("writer");
         assert!(!log.acked.is_empty());
 
         let snaps = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]);
@@ -507,7 +482,8 @@ fn a_minority_down_keeps_writes_going_a_majority_down_refuses_them_until_a_quoru
             let started = Instant::now();
             let path = format!("/q/none-{i}");
             let write = c.create(&path, b"", CreateMode::Persistent, &acl);
-            let err = within(10, "a write without a quorum fails", write).await.expect_err("a write without a quorum");
+            let err =
+                within_for(10, "a write without a quorum fails", write).await.expect_err("a write without a quorum");
             eprintln!("without a quorum, after {:?}: {err}", started.elapsed());
             assert_eq!(err.code(), Some(ErrorCode::ConnectionLoss), "{err}");
             errors.push(err.to_string());
@@ -524,7 +500,8 @@ fn a_minority_down_keeps_writes_going_a_majority_down_refuses_them_until_a_quoru
         // A quorum returns: the same session writes again.
         let session = c.session_id();
         blocking(|| ensemble.spawn(leader));
-        within(30, "a quorum serving", ensemble.wait_serving_async(&[leader, survivor], Duration::from_secs(30))).await;
+        within_for(30, "a quorum serving", ensemble.wait_serving_async(&[leader, survivor], Duration::from_secs(30)))
+            .await;
         let mut resumed = false;
         for i in 0..40 {
             match c.create(&format!("/q/back-{i}"), b"", CreateMode::Persistent, &acl).await {
@@ -548,7 +525,7 @@ fn a_minority_down_keeps_writes_going_a_majority_down_refuses_them_until_a_quoru
         }
 
         blocking(|| ensemble.spawn(followers[0]));
-        within(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+        within_for(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
         let expected = children_on(&ensemble, leader, "/q").await;
         for id in ensemble.ids() {
             assert_eq!(children_on(&ensemble, id, "/q").await, expected, "member {id}");
@@ -582,12 +559,12 @@ fn five_members_survive_two_failures() {
         blocking(|| ensemble.kill(leader));
         let survivors = others(&ensemble, &[leader, follower]);
         let new_leader =
-            within(20, "a new leader", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
+            within_for(20, "a new leader", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
         assert!(survivors.contains(&new_leader));
         tokio::time::sleep(Duration::from_millis(700)).await;
         stop.store(true, Ordering::Release);
         let logs: Vec<WriteLog> =
-            within(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer")).collect();
+            within_for(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer")).collect();
         for (i, log) in logs.iter().enumerate() {
             assert!(
                 log.acked.iter().any(|(_, at)| *at > killed_at),
@@ -600,7 +577,7 @@ fn five_members_survive_two_failures() {
             ensemble.spawn(leader);
             ensemble.spawn(follower);
         });
-        within(30, "all five serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+        within_for(30, "all five serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
         for id in [leader, follower] {
             assert_eq!(children_on(&ensemble, id, "/load").await, held, "restarted member {id}");
         }
@@ -668,11 +645,11 @@ fn failover_time_from_leader_kill_to_first_acknowledged_write() {
             blocking(|| ensemble.kill(leader));
             let survivors = others(&ensemble, &[leader]);
             let new_leader =
-                within(20, "a new leader", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
+                within_for(20, "a new leader", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
             tokio::time::sleep(Duration::from_millis(1500)).await;
             stop.store(true, Ordering::Release);
             let logs: Vec<WriteLog> =
-                within(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer")).collect();
+                within_for(30, "writers stop", join_all(tasks)).await.into_iter().map(|r| r.expect("writer")).collect();
             // Answers to writes the old leader committed may still arrive just
             // after the kill: only a write of a later epoch counts.
             let old_epoch = ensemble_epoch_before.expect("the old leader's epoch");

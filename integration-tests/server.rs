@@ -12,26 +12,18 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::Ensemble;
+use support::{runtime, within, Ensemble};
 use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::proto::client as pb;
 use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
-}
-
 fn options() -> ClientOptions {
     ClientOptions::default()
         .with_session_timeout(Duration::from_secs(10))
         .with_connect_timeout(Duration::from_secs(10))
         .with_request_timeout(Duration::from_secs(10))
-}
-
-async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("timed out")
 }
 
 /// A protobuf "message" whose bytes are written as given: lets the test put

@@ -20,6 +20,8 @@ pub mod session;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod storage;
+#[doc(hidden)]
+pub mod testing;
 pub mod tree;
 pub mod txn;
 pub mod wire;

@@ -352,3 +352,12 @@ impl Ensemble {
         eprintln!("logs of the failed ensemble kept in {}", keep.display());
     }
 }
+
+/// A two-thread runtime for a test's async part.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
+}
+
+// Each test binary uses some of these; not every binary uses all.
+#[allow(unused_imports)]
+pub use zabkeeper::testing::{eventually, within, within_for};

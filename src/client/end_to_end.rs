@@ -6,6 +6,7 @@
 use super::test_server::{Proxy, TestServer};
 use super::*;
 use crate::error::ErrorCode;
+use crate::testing::{eventually, within};
 use crate::tree::acl::perms;
 use crate::tree::stat::EphemeralType;
 use crate::tree::watch::{EventType, WatchEvent};
@@ -25,27 +26,6 @@ fn options() -> ClientOptions {
 
 async fn connect(address: &str) -> Client {
     Client::connect(address, options()).await.expect("connect to the test server")
-}
-
-/// Awaits `f` for at most `secs` seconds.
-async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("timed out")
-}
-
-/// Polls `check` every 20 ms until it holds, for at most `secs` seconds.
-async fn eventually<F, Fut>(secs: u64, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("{what}: not within {secs}s");
 }
 
 async fn wait_state(client: &Client, state: ConnectionState, secs: u64) {
