@@ -17,16 +17,12 @@ use futures::FutureExt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use support::Ensemble;
+use support::{runtime, within, Ensemble};
 use zookeeper_client as zk;
 use zookeeper_client::{
     Acl, Acls, AddWatchMode, AuthId, AuthUser, Client, CreateMode, EventType, MultiReadResult, MultiWriteError,
     MultiWriteResult, Permission, SessionState, WatchedEvent,
 };
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")
-}
 
 /// Connects with a session timeout of `session_ms`, bounded in time.
 async fn connect(hosts: &str, session_ms: u64) -> Client {
@@ -34,10 +30,6 @@ async fn connect(hosts: &str, session_ms: u64) -> Client {
         .with_session_timeout(Duration::from_millis(session_ms))
         .with_connection_timeout(Duration::from_secs(5));
     within(20, connector.connect(hosts)).await.expect("connect")
-}
-
-async fn within<F: std::future::Future>(secs: u64, f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(secs), f).await.expect("timed out")
 }
 
 fn open() -> zk::CreateOptions<'static> {
@@ -502,5 +494,69 @@ fn an_expired_session_loses_its_ephemerals() {
         let witness = connect(&hosts, 10_000).await;
         close_and_wait(observer, &witness).await;
     });
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}
+
+/// One ZooKeeper frame: a 4-byte big-endian length, then `payload`.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as i32).to_be_bytes().to_vec();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A ConnectRequest reattaching `session` with a password it does not have.
+fn connect_frame(session: i64) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
+    p.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
+    p.extend_from_slice(&10_000i32.to_be_bytes()); // timeOut
+    p.extend_from_slice(&session.to_be_bytes());
+    p.extend_from_slice(&16i32.to_be_bytes());
+    p.extend_from_slice(&[7u8; 16]);
+    p.push(0); // readOnly
+    frame(&p)
+}
+
+/// A getData request for "/" with the given xid.
+fn get_data_frame(xid: i32) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&xid.to_be_bytes());
+    p.extend_from_slice(&4i32.to_be_bytes()); // OpCode.getData
+    p.extend_from_slice(&1i32.to_be_bytes());
+    p.extend_from_slice(b"/");
+    p.push(0); // no watch
+    frame(&p)
+}
+
+/// Regression: a connect the server refuses (its writer closes the socket)
+/// followed by pipelined requests made the reader poll the writer's finished
+/// JoinHandle twice, and tokio panicked. The side-by-side check caught it
+/// once in CI; here the race is run many times.
+#[test]
+fn a_refused_connect_with_pipelined_requests_never_panics() {
+    let ensemble = Ensemble::start(1);
+    let addr: SocketAddr = ensemble.zookeeper(&[1]).parse().expect("one address");
+    let mut bytes = connect_frame(0x5eed_0000_0000_0001);
+    for xid in 1..=200 {
+        bytes.extend_from_slice(&get_data_frame(xid));
+    }
+    let mut refused = 0;
+    for _ in 0..60 {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_nodelay(true).unwrap();
+        // The server may close before it has read everything: a write error is fine.
+        let _ = s.write_all(&bytes);
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        // An unknown session is answered with a ConnectResponse of timeout 0, then EOF.
+        if answer.len() >= 12 && answer[8..12] == [0, 0, 0, 0] {
+            refused += 1;
+        }
+    }
+    assert_eq!(refused, 60, "every connect is refused as expired, then closed");
+    // Other clients are still served.
+    let answer = four_letter(addr, "ruok");
+    assert_eq!(answer, "imok");
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }

@@ -19,6 +19,7 @@ use crate::replica::{ClientMessage, ConnectRequest};
 use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
 use bytes::{Buf, BytesMut};
+use futures::future::{FusedFuture, FutureExt};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -89,8 +90,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
     let (pending_tx, pending_rx) = mpsc::unbounded_channel::<Pending>();
     // One permit per request in flight: the writer gives it back with the reply.
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    // Fused: the reader waits on the writer from several places, and a
+    // finished JoinHandle polled again makes tokio panic.
     let mut writer_task =
-        tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone(), in_flight.clone()));
+        tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone(), in_flight.clone())).fuse();
     let request = ConnectRequest {
         session_id: connect.session_id,
         password: connect.passwd.clone(),
@@ -102,9 +105,6 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
         return;
     }
 
-    // Whether the writer task has ended and its handle been awaited: a
-    // JoinHandle must not be polled again after it returned (tokio panics).
-    let mut writer_done = false;
     'read: loop {
         // Serve every whole frame already buffered (clients pipeline).
         loop {
@@ -164,16 +164,13 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
-            _ = &mut writer_task => {
-                writer_done = true;
-                break;
-            }
+            _ = &mut writer_task => break,
             _ = crate::server::stopped(&mut stop) => break,
         }
     }
     let _ = handle.events.send(Event::Disconnect { conn }).await;
     // The writer ends once the owner drops this connection's sender.
-    if !writer_done {
+    if !writer_task.is_terminated() {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
     }
 }
