@@ -3,7 +3,7 @@
 //! order, ephemerals, expiry, and session resumption across a server restart
 //! or a cut connection. Every wait is bounded.
 
-use super::test_server::{Proxy, TestServer};
+use super::test_server::{connect, options, Proxy, TestServer};
 use super::*;
 use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
@@ -15,17 +15,6 @@ use std::time::{Duration, Instant};
 
 fn open_acl() -> Vec<Acl> {
     Acl::open_unsafe()
-}
-
-fn options() -> ClientOptions {
-    ClientOptions::default()
-        .with_session_timeout(Duration::from_secs(3))
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_request_timeout(Duration::from_secs(10))
-}
-
-async fn connect(address: &str) -> Client {
-    Client::connect(address, options()).await.expect("connect to the test server")
 }
 
 async fn wait_state(client: &Client, state: ConnectionState, secs: u64) {

@@ -4,6 +4,7 @@
 //! its own tokio runtime so that `kill` drops every task and socket at once
 //! (as `kill -9` would), and with an in-memory disk that survives restarts.
 
+use crate::client::{Client, ClientOptions};
 use crate::ids::{Epoch, Zxid};
 use crate::proto::client::zab_keeper_server::ZabKeeperServer;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
@@ -270,4 +271,17 @@ impl Drop for Proxy {
     fn drop(&mut self) {
         self.cut();
     }
+}
+
+/// Client settings for tests against a test server: short session, bounded waits.
+pub(crate) fn options() -> ClientOptions {
+    ClientOptions::default()
+        .with_session_timeout(Duration::from_secs(3))
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_request_timeout(Duration::from_secs(10))
+}
+
+/// A session on `address` with [`options`].
+pub(crate) async fn connect(address: &str) -> Client {
+    Client::connect(address, options()).await.expect("connect to the test server")
 }
