@@ -11,7 +11,9 @@
 //! * with a minority down writes go on; with a majority down clients get
 //!   ConnectionLoss (bounded by the request timeout, never a hang) and the
 //!   same session writes again once a quorum is back;
-//! * a 5-member ensemble survives two failures.
+//! * a 5-member ensemble survives two failures;
+//! * the recipes (a lock, an election) keep their guarantees across members
+//!   and through a leader kill.
 //!
 //! Every wait is bounded in time; the harness stops every process by PID.
 
@@ -19,13 +21,14 @@ mod support;
 
 use futures::future::join_all;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use support::{eventually, runtime, within_for};
 use support::{Ensemble, Settings};
 use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
+use zabkeeper::recipes::{Election, Lock, RecipeError};
 use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 
@@ -694,4 +697,152 @@ fn failover_time_from_leader_kill_to_first_acknowledged_write() {
         totals[0],
         totals[totals.len() - 1]
     );
+}
+
+/// One lock worker's outcome.
+#[derive(Debug, Default)]
+struct LockWork {
+    /// Increments of `/protected` the ensemble acknowledged.
+    acked: u64,
+    /// Increments whose outcome is unknown (connection loss or timeout).
+    unknown: u64,
+    /// Connection errors met on the way, for failure messages.
+    errors: Vec<String>,
+}
+
+/// Takes `/locks/counter` `rounds` times and, inside it, reads `/protected`
+/// and writes it back plus one, unconditionally: only mutual exclusion (and a
+/// waiter seeing the previous holder's write when it gets the lock, wherever
+/// it reads) keeps increments from being lost.
+async fn increment_under_lock(
+    client: Client,
+    rounds: u64,
+    inside: Arc<AtomicUsize>,
+    done: Arc<AtomicUsize>,
+) -> LockWork {
+    let lock = Lock::new(&client, "/locks/counter");
+    let mut work = LockWork::default();
+    for _ in 0..rounds {
+        let mut attempts = 0;
+        let guard = loop {
+            attempts += 1;
+            match lock.acquire().await {
+                Ok(guard) => break guard,
+                Err(RecipeError::Client(e)) if e.is_connection_problem() && attempts < 20 => {
+                    work.errors.push(format!("acquire: {e}"));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("acquire failed after {attempts} attempts: {e}; before: {:?}", work.errors),
+            }
+        };
+        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two lock holders at once");
+        let increment = async {
+            let (data, _) = client.get_data("/protected").await?;
+            let value: u64 = String::from_utf8_lossy(&data).parse().expect("a number");
+            tokio::time::sleep(Duration::from_millis(3)).await;
+            client.set_data("/protected", (value + 1).to_string().as_bytes(), -1).await
+        };
+        match increment.await {
+            Ok(_) => work.acked += 1,
+            Err(e) if e.is_connection_problem() => {
+                work.errors.push(format!("increment: {e}"));
+                work.unknown += 1;
+            }
+            Err(e) => panic!("increment: {e}"),
+        }
+        inside.fetch_sub(1, Ordering::SeqCst);
+        if let Err(e) = guard.release().await {
+            panic!("release: {e}; before: {:?}", work.errors);
+        }
+        done.fetch_add(1, Ordering::SeqCst);
+    }
+    work
+}
+
+/// The recipes across members: lock workers on random members increment a
+/// plain znode under the lock while the ensemble's leader is killed, and an
+/// election's leader keeps its place through the kill. No two workers are
+/// ever inside at once, every round completes, and the znode counts every
+/// acknowledged increment; the election hands over only when its leader
+/// resigns.
+#[test]
+fn recipes_hold_across_members_and_a_leader_kill() {
+    let _serial = serial();
+    let mut ensemble = Ensemble::start(3);
+    let rt = runtime();
+    rt.block_on(async {
+        let acl = Acl::open_unsafe();
+        let leader = ensemble.leader(Duration::from_secs(10)).await;
+        let followers = others(&ensemble, &[leader]);
+        let setup = connect(&ensemble.grpc_all()).await;
+        setup.create("/protected", b"0", CreateMode::Persistent, &acl).await.expect("create /protected");
+
+        // Two candidates on the two followers (they outlive the kill).
+        let a = connect(&ensemble.grpc(&[followers[0]])).await;
+        let b = connect(&ensemble.grpc(&[followers[1]])).await;
+        let a_leads = Election::new(&a, "/election").campaign(b"a").await.expect("a is elected");
+        let b_campaign = tokio::spawn({
+            let election = Election::new(&b, "/election");
+            async move { election.campaign(b"b").await }
+        });
+        eventually(10, "b queues", || async { b.get_children("/election").await.is_ok_and(|c| c.len() == 2) }).await;
+
+        const ROUNDS: u64 = 40;
+        let inside = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        // One worker starts on the leader, so it has to move when it dies.
+        let mut on_leader = None;
+        for _ in 0..40 {
+            let client = connect(&ensemble.grpc_all()).await;
+            if client.server() == ensemble.grpc(&[leader]) {
+                on_leader = Some(client);
+                break;
+            }
+            client.close().await.expect("close");
+        }
+        let mut clients = vec![on_leader.expect("a session on the leader within 40 connects")];
+        for _ in 0..2 {
+            clients.push(connect(&ensemble.grpc_all()).await);
+        }
+        for client in clients {
+            workers.push(tokio::spawn(increment_under_lock(client, ROUNDS, inside.clone(), done.clone())));
+        }
+        eventually(30, "ten rounds under the lock", || async { done.load(Ordering::SeqCst) >= 10 }).await;
+        blocking(|| ensemble.kill(leader));
+        let done_at_kill = done.load(Ordering::SeqCst);
+        let survivors = others(&ensemble, &[leader]);
+        within_for(20, "a new leader", ensemble.wait_serving_async(&survivors, Duration::from_secs(20))).await;
+        let works: Vec<LockWork> = within_for(120, "lock workers finish", join_all(workers))
+            .await
+            .into_iter()
+            .map(|r| r.expect("worker"))
+            .collect();
+        let acked: u64 = works.iter().map(|w| w.acked).sum();
+        let unknown: u64 = works.iter().map(|w| w.unknown).sum();
+        assert_eq!(acked + unknown, 3 * ROUNDS);
+        assert!(done_at_kill < 3 * ROUNDS as usize / 2, "the kill came after most rounds ({done_at_kill})");
+        for id in &survivors {
+            let c = connect(&ensemble.grpc(&[*id])).await;
+            c.sync("/protected").await.expect("sync");
+            let (data, _) = c.get_data("/protected").await.expect("read /protected");
+            let value: u64 = String::from_utf8_lossy(&data).parse().expect("a number");
+            assert!(
+                (acked..=acked + unknown).contains(&value),
+                "member {id}: /protected = {value}, acknowledged increments {acked}, unknown {unknown}: {works:?}"
+            );
+            assert_eq!(c.get_children("/locks/counter").await.expect("lock dir"), Vec::<String>::new());
+        }
+
+        // The election's leader kept its place through the kill.
+        assert!(!b_campaign.is_finished(), "b was elected while a leads");
+        a_leads.proclaim(b"a, after the kill").await.expect("proclaim");
+        let observed = Election::new(&b, "/election").leader().await.expect("leader");
+        assert_eq!(observed, Some(b"a, after the kill".to_vec()));
+        a_leads.resign().await.expect("resign");
+        let b_leads = within_for(10, "b is elected", b_campaign).await.expect("task").expect("campaign");
+        assert_eq!(Election::new(&a, "/election").leader().await.expect("leader"), Some(b"b".to_vec()));
+        b_leads.resign().await.expect("resign");
+    });
+    assert_none_stopped(&mut ensemble);
 }

@@ -8,11 +8,13 @@
 //! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
 //! - [`wire`]: ZooKeeper's client protocol (jute), so ZooKeeper's clients work unchanged.
 //! - [`client`]: the async Rust client library (gRPC session API).
+//! - [`recipes`]: locks, leader election, barriers, queues and counters on the client.
 
 pub mod client;
 pub mod error;
 pub mod ids;
 pub mod op;
+pub mod recipes;
 pub mod replica;
 pub mod rpc;
 pub mod server;

@@ -41,7 +41,7 @@ mod reconnect;
 mod response;
 pub mod state;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 pub mod watcher;
 
 pub use connect_string::ServerAddr;
