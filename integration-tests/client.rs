@@ -382,3 +382,97 @@ fn zkctl_prints_json_and_exits_by_error_kind() {
         assert!(events.iter().all(|e| e["event"]["type"] == "NodeDataChanged" && e["event"]["path"] == "/wt"));
     }
 }
+
+/// Starts zkctl in the background (stdout piped, JSON output).
+fn zkctl_spawn(server: &str, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_zkctl"))
+        .args(["--server", server, "--timeout-ms", "5000", "--json"])
+        .args(args)
+        .env_remove("ZKCTL_SERVER")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start zkctl")
+}
+
+/// Waits (bounded) for a background zkctl; kills it by PID and fails if it runs on.
+fn finish(mut child: std::process::Child, secs: u64) -> Output {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return child.wait_with_output().expect("collect zkctl's output");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("collect zkctl's output");
+    panic!("zkctl still running after {secs}s; stderr: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Polls `check` (bounded) until it holds.
+fn wait_until(secs: u64, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what}: not within {secs}s");
+}
+
+fn children_count(server: &str, path: &str) -> usize {
+    let out = zkctl(server, &["ls", path]);
+    if out.status.code() != Some(0) {
+        return 0;
+    }
+    docs(&out).first().and_then(|d| d["children"].as_array().map(|c| c.len())).unwrap_or(0)
+}
+
+#[test]
+fn zkctl_lock_runs_commands_one_at_a_time_and_elect_hands_over() {
+    let ensemble = Ensemble::start(1);
+    let s = ensemble.grpc_all();
+    let s = s.as_str();
+
+    // The command's exit code is zkctl's; the lock is released afterwards.
+    let out = zkctl(s, &["lock", "/l", "--", "sh", "-c", "test -n \"$ZKCTL_LOCK_NODE\" && exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(docs(&out)[0]["locked"], "/l");
+    assert_eq!(children_count(s, "/l"), 0);
+
+    // Three commands under one lock never overlap.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let log = dir.path().join("log");
+    let script = format!("echo start >> '{0}'; sleep 0.2; echo end >> '{0}'", log.display());
+    let runs: Vec<_> = (0..3).map(|_| zkctl_spawn(s, &["lock", "/l", "--", "sh", "-c", &script])).collect();
+    for run in runs {
+        let out = finish(run, 30);
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let lines = std::fs::read_to_string(&log).expect("the commands' log");
+    assert_eq!(lines, "start\nend\n".repeat(3), "commands overlapped");
+
+    // --wait-ms gives up on a held lock with OperationTimeout.
+    let holder = zkctl_spawn(s, &["lock", "/l", "--", "sleep", "2"]);
+    wait_until(10, "the holder takes the lock", || children_count(s, "/l") == 1);
+    let out = zkctl(s, &["lock", "--wait-ms", "200", "/l"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(error_code(&out), ErrorCode::OperationTimeout.code() as i64);
+    assert_eq!(finish(holder, 30).status.code(), Some(0));
+
+    // A candidate leads until SIGTERM, then resigns at once.
+    let leader_of = || docs(&zkctl(s, &["elect", "--leader", "/e"]))[0]["leader"].clone();
+    assert_eq!(leader_of(), Value::Null);
+    let candidate = zkctl_spawn(s, &["elect", "/e", "node-a"]);
+    wait_until(10, "node-a leads", || leader_of()["data"] == "node-a");
+    let _ = Command::new("kill").arg("-TERM").arg(candidate.id().to_string()).status();
+    let out = finish(candidate, 10);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(docs(&out)[0]["elected"], "/e");
+    assert_eq!(leader_of(), Value::Null, "the candidate resigned on SIGTERM");
+
+    let out = zkctl(s, &["elect", "/e"]);
+    assert_eq!(out.status.code(), Some(2), "campaigning needs a value");
+}

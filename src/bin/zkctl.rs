@@ -14,6 +14,8 @@ mod admin;
 mod commands;
 #[path = "zkctl/output.rs"]
 mod output;
+#[path = "zkctl/recipes.rs"]
+mod recipes;
 
 use clap::{Parser, Subcommand};
 use output::{Exit, Printer};
@@ -205,6 +207,32 @@ enum Command {
         /// The node's path.
         path: String,
     },
+    /// Take a lock (the lock recipe) and hold it until Ctrl-C, or while COMMAND runs.
+    ///
+    /// With a command (after `--`), zkctl runs it once the lock is held, with
+    /// ZKCTL_LOCK_NODE set to the lock's node, releases the lock when it ends
+    /// and exits with its exit code. If the lock is lost meanwhile (session
+    /// expired, node deleted), the command is killed.
+    Lock {
+        /// Give up if the lock is not ours within this many ms (exit 1, OperationTimeout).
+        #[arg(long, value_name = "MS")]
+        wait_ms: Option<u64>,
+        /// The lock's directory node (created if missing).
+        path: String,
+        /// The command to run while holding the lock.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Campaign in a leader election and lead until Ctrl-C; or with --leader print the current leader.
+    Elect {
+        /// Print the current leader's value and exit, without campaigning.
+        #[arg(short = 'l', long)]
+        leader: bool,
+        /// The election's directory node (created if missing).
+        path: String,
+        /// The value others see while this candidate leads (needed to campaign).
+        value: Option<String>,
+    },
 }
 
 /// Splits `SCHEME:CREDENTIALS` (the credentials may contain colons).
@@ -251,6 +279,9 @@ async fn run(cli: Cli) -> Exit {
             }
             None
         }
+        Command::Elect { leader: false, value: None, .. } => {
+            return out.usage("elect needs a VALUE to campaign with, or --leader to print the leader");
+        }
         _ => None,
     };
     let client = match Client::connect(&cli.server, options).await {
@@ -296,6 +327,11 @@ async fn dispatch(
         Command::Whoami => commands::whoami(client, out, None).await,
         Command::Ephemerals { prefix } => commands::ephemerals(client, out, prefix.as_deref().unwrap_or("/")).await,
         Command::Count { path } => commands::count(client, out, &path).await,
+        Command::Lock { wait_ms, path, command } => recipes::lock(client, out, &path, wait_ms, &command).await,
+        Command::Elect { leader: true, path, .. } => recipes::leader(client, out, &path).await,
+        Command::Elect { path, value, .. } => {
+            recipes::elect(client, out, &path, value.unwrap_or_default().as_bytes()).await
+        }
         Command::Admin(_) => Err(ClientError::InvalidArgument("admin commands need no session".into())),
     }
 }
@@ -307,11 +343,11 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("Error: cannot start the async runtime: {e}");
-            return ExitCode::from(Exit::Connection as u8);
+            return ExitCode::from(Exit::Connection.code());
         }
     };
     let exit = runtime.block_on(run(cli));
-    ExitCode::from(exit as u8)
+    ExitCode::from(exit.code())
 }
 
 #[cfg(test)]
@@ -349,6 +385,12 @@ mod tests {
         assert!(
             matches!(cli.command, Command::Addauth { ref scheme, ref credentials } if scheme == "digest" && credentials == "u:p")
         );
+        let cli = Cli::try_parse_from(["zkctl", "lock", "--wait-ms", "5", "/l", "--", "sh", "-c", "exit 3"]).unwrap();
+        assert!(
+            matches!(cli.command, Command::Lock { wait_ms: Some(5), ref command, .. } if command == &["sh", "-c", "exit 3"])
+        );
+        let cli = Cli::try_parse_from(["zkctl", "elect", "-l", "/e"]).unwrap();
+        assert!(matches!(cli.command, Command::Elect { leader: true, value: None, .. }));
         assert!(Cli::try_parse_from(["zkctl", "frobnicate"]).is_err());
         assert!(Cli::try_parse_from(["zkctl", "--timeout-ms", "0", "whoami"]).is_err());
     }

@@ -14,6 +14,28 @@ use zabkeeper::tree::watch::AddWatchMode;
 /// Requests kept in flight by the tree walks (the session answers them in order).
 const PIPELINE: usize = 64;
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM: either ends a waiting command
+/// cleanly, so a lock or candidacy is given up at once rather than when the
+/// session times out.
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    // Without a SIGTERM handler, Ctrl-C alone; if even that cannot be
+    // installed, never resolve rather than end the command at once.
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// The create mode the flags ask for.
 pub fn create_mode(ephemeral: bool, sequential: bool, container: bool, ttl: bool) -> Result<CreateMode, String> {
     Ok(match (ephemeral, sequential, container, ttl) {
@@ -86,7 +108,7 @@ pub async fn get(
                 Ok(Exit::Ok)
             }
         },
-        _ = tokio::signal::ctrl_c() => Ok(Exit::Interrupted),
+        _ = interrupted() => Ok(Exit::Interrupted),
     }
 }
 
@@ -250,7 +272,7 @@ pub async fn watch(
                 }
                 None => return Ok(Exit::Ok),
             },
-            _ = tokio::signal::ctrl_c() => return Ok(Exit::Ok),
+            _ = interrupted() => return Ok(Exit::Ok),
         }
     }
 }

@@ -13,15 +13,31 @@ use zabkeeper::tree::watch::WatchEvent;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Exit {
     /// Success.
-    Ok = 0,
+    Ok,
     /// The server answered with an error code.
-    Server = 1,
+    Server,
     /// The command line or an argument is wrong.
-    Usage = 2,
+    Usage,
     /// No session, or the session broke (connection loss, expiry, timeout).
-    Connection = 3,
+    Connection,
     /// Interrupted (Ctrl-C) before the awaited event.
-    Interrupted = 130,
+    Interrupted,
+    /// The exit code of the command `zkctl lock ... -- COMMAND` ran.
+    Command(u8),
+}
+
+impl Exit {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Server => 1,
+            Exit::Usage => 2,
+            Exit::Connection => 3,
+            Exit::Interrupted => 130,
+            Exit::Command(code) => code,
+        }
+    }
 }
 
 /// The exit code an error maps to.

@@ -1,0 +1,140 @@
+//! `zkctl lock` and `zkctl elect`: the lock and election recipes for shell
+//! scripts, in the manner of `etcdctl lock` / `etcdctl elect`.
+
+use super::commands::interrupted;
+use super::output::{data_json, Exit, Printer};
+use serde_json::json;
+use std::time::Duration;
+use zabkeeper::client::{Client, ClientError};
+use zabkeeper::error::{ErrorCode, ZkError};
+use zabkeeper::recipes::{Election, Lock, RecipeError};
+
+/// A recipe's failure as the error zkctl reports.
+fn client_error(e: RecipeError) -> ClientError {
+    match e {
+        RecipeError::Client(e) => e,
+        RecipeError::NodeLost { path } => ClientError::Server(ZkError::with_reason(
+            ErrorCode::NoNode,
+            path,
+            "our node was deleted (session expired or removed by another client)",
+        )),
+        other => ClientError::InvalidArgument(other.to_string()),
+    }
+}
+
+/// `lock`: holds the lock until Ctrl-C, or while `command` runs.
+pub async fn lock(
+    client: &Client,
+    out: &Printer,
+    path: &str,
+    wait_ms: Option<u64>,
+    command: &[String],
+) -> Result<Exit, ClientError> {
+    let lock = Lock::new(client, path);
+    let acquiring = async {
+        match wait_ms {
+            Some(ms) => lock.try_acquire_for(Duration::from_millis(ms)).await,
+            None => lock.acquire().await.map(Some),
+        }
+    };
+    let guard = tokio::select! {
+        got = acquiring => match got.map_err(client_error)? {
+            Some(guard) => guard,
+            None => {
+                return Err(ClientError::Server(ZkError::with_reason(
+                    ErrorCode::OperationTimeout,
+                    path,
+                    format!("the lock is held by another client after {} ms", wait_ms.unwrap_or_default()),
+                )))
+            }
+        },
+        _ = interrupted() => return Ok(Exit::Interrupted),
+    };
+    if out.json {
+        out.doc(json!({ "locked": path, "node": guard.path() }));
+    } else {
+        out.line(&format!("locked {path} ({})", guard.path()));
+    }
+    let Some((program, args)) = command.split_first() else {
+        tokio::select! {
+            lost = guard.lost() => {
+                lost.map_err(client_error)?;
+                return Err(client_error(RecipeError::NodeLost { path: guard.path().to_string() }));
+            }
+            _ = interrupted() => {}
+        }
+        guard.release().await.map_err(client_error)?;
+        return Ok(Exit::Ok);
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .env("ZKCTL_LOCK_NODE", guard.path())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ClientError::InvalidArgument(format!("cannot run {program:?}: {e}")))?;
+    let exit = tokio::select! {
+        status = child.wait() => {
+            let status = status.map_err(|e| ClientError::InvalidArgument(format!("waiting for {program:?}: {e}")))?;
+            // A command killed by a signal exits like a shell reports it: 128 + signal.
+            Exit::Command(status.code().map(|c| c as u8).unwrap_or_else(|| 128 + signal_of(&status)))
+        }
+        lost = guard.lost() => {
+            lost.map_err(client_error)?;
+            // Best effort: the child may have ended at this very moment.
+            let _ = child.kill().await;
+            return Err(client_error(RecipeError::NodeLost { path: guard.path().to_string() }));
+        }
+        _ = interrupted() => {
+            let _ = child.kill().await;
+            Exit::Interrupted
+        }
+    };
+    guard.release().await.map_err(client_error)?;
+    Ok(exit)
+}
+
+#[cfg(unix)]
+fn signal_of(status: &std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().map(|s| s as u8).unwrap_or(0)
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: &std::process::ExitStatus) -> u8 {
+    0
+}
+
+/// `elect VALUE`: campaigns, then leads until Ctrl-C.
+pub async fn elect(client: &Client, out: &Printer, path: &str, value: &[u8]) -> Result<Exit, ClientError> {
+    let election = Election::new(client, path);
+    let leadership = tokio::select! {
+        elected = election.campaign(value) => elected.map_err(client_error)?,
+        _ = interrupted() => return Ok(Exit::Interrupted),
+    };
+    if out.json {
+        out.doc(json!({ "elected": path, "node": leadership.path() }));
+    } else {
+        out.line(&format!("elected in {path} ({})", leadership.path()));
+    }
+    tokio::select! {
+        lost = leadership.lost() => {
+            lost.map_err(client_error)?;
+            return Err(client_error(RecipeError::NodeLost { path: leadership.path().to_string() }));
+        }
+        _ = interrupted() => {}
+    }
+    leadership.resign().await.map_err(client_error)?;
+    Ok(Exit::Ok)
+}
+
+/// `elect --leader`: prints the current leader's value (`null` / "no leader" if none).
+pub async fn leader(client: &Client, out: &Printer, path: &str) -> Result<Exit, ClientError> {
+    let leader = Election::new(client, path).leader().await.map_err(client_error)?;
+    match (&leader, out.json) {
+        (Some(value), true) => out.doc(json!({ "leader": data_json(value) })),
+        (None, true) => out.doc(json!({ "leader": null })),
+        (Some(value), false) => out.raw(value),
+        (None, false) => out.line("no leader"),
+    }
+    Ok(Exit::Ok)
+}
