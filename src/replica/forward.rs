@@ -40,6 +40,16 @@ pub enum ToLeader {
         /// Tag.
         cxid: i32,
     },
+    /// A session reattaching at the follower: answered like a sync, and the
+    /// follower becomes the session's owner, so writes still in flight from
+    /// the member it left are refused (SessionMoved) instead of being applied
+    /// after the session's newer ones.
+    Revalidate {
+        /// The session.
+        session: SessionId,
+        /// Tag.
+        cxid: i32,
+    },
     /// Sessions active on the follower since its last report.
     Touch {
         /// The sessions.

@@ -37,7 +37,7 @@ use crate::txn::{Entry, Txn, TxnBody};
 use crate::zab::{self, Message, Peer, Role, Status};
 use bytes::Bytes;
 use forward::{ToFollower, ToLeader};
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// A client connection on this replica (a gRPC stream or a wire socket).
 pub type ConnId = u64;
@@ -298,11 +298,35 @@ struct Conn {
 }
 
 enum Work {
-    Write { session: SessionId, cxid: i32, op: Op, identities: Vec<Id> },
-    CreateSession { session: SessionId, cxid: i32, timeout_ms: i32, password: Bytes },
-    Sync { origin: Option<ServerId>, session: SessionId, cxid: i32 },
-    Expire { session: SessionId },
-    Reap { path: String },
+    Write {
+        session: SessionId,
+        cxid: i32,
+        op: Op,
+        identities: Vec<Id>,
+    },
+    /// A request refused before preparation; the error is committed like any outcome.
+    Refuse {
+        session: SessionId,
+        cxid: i32,
+        code: ErrorCode,
+    },
+    CreateSession {
+        session: SessionId,
+        cxid: i32,
+        timeout_ms: i32,
+        password: Bytes,
+    },
+    Sync {
+        origin: Option<ServerId>,
+        session: SessionId,
+        cxid: i32,
+    },
+    Expire {
+        session: SessionId,
+    },
+    Reap {
+        path: String,
+    },
 }
 
 /// Counts for status reports.
@@ -329,6 +353,10 @@ pub struct Replica {
     next_session: i64,
     next_cxid: u32,
     tracker: SessionTracker,
+    /// As leader: the member each session is attached to. A write forwarded by
+    /// any other member is a leftover from before the session moved, and is
+    /// refused with SessionMoved (ZooKeeper's session owner).
+    owners: BTreeMap<SessionId, ServerId>,
     pending_changes: PendingChanges,
     work: VecDeque<Work>,
     touched: BTreeSet<SessionId>,
@@ -391,6 +419,7 @@ impl Replica {
             next_session: base | ((id as i64) << 56),
             next_cxid: 0,
             tracker: SessionTracker::new(),
+            owners: BTreeMap::new(),
             pending_changes: PendingChanges::new(),
             work: VecDeque::new(),
             touched: BTreeSet::new(),
@@ -598,6 +627,7 @@ impl Replica {
             self.close_conn(conn, ErrorCode::ConnectionLoss, "the replica lost its leader");
         }
         self.tracker.clear();
+        self.owners.clear();
         self.pending_changes.clear();
         self.work.clear();
         self.touched.clear();
@@ -605,6 +635,7 @@ impl Replica {
 
     fn start_leading(&mut self) {
         self.tracker.clear();
+        self.owners.clear();
         self.pending_changes.clear();
         let tick_ms = self.config.tick_ms;
         let sessions: Vec<(SessionId, i32)> = self.tree.state().sessions().map(|(s, r)| (*s, r.timeout_ms)).collect();
@@ -660,6 +691,7 @@ impl Replica {
             }
             TxnBody::CloseSession { .. } => {
                 self.tracker.remove(txn.session);
+                self.owners.remove(&txn.session);
             }
             _ => {}
         }
@@ -864,7 +896,7 @@ impl Replica {
             match revalidation {
                 Revalidation::NotAsked => {
                     let cxid = self.next_cxid();
-                    if !self.zab.forward(forward::encode(&ToLeader::Sync { session, cxid })) {
+                    if !self.zab.forward(forward::encode(&ToLeader::Revalidate { session, cxid })) {
                         self.refuse(conn, ErrorCode::ConnectionLoss, "no leader to revalidate the session with");
                         return;
                     }
@@ -904,6 +936,9 @@ impl Replica {
             c.state = ConnState::Attached { session };
         }
         self.by_session.insert(session, conn);
+        if self.status.role == Role::Leading {
+            self.owners.insert(session, self.config.zab.id);
+        }
         self.touch(session);
         let zxid = self.tree.last_zxid();
         self.emit(
@@ -965,7 +1000,10 @@ impl Replica {
             c.state = ConnState::Creating { session, cxid };
         }
         match self.status.role {
-            Role::Leading => self.work.push_back(Work::CreateSession { session, cxid, timeout_ms, password }),
+            Role::Leading => {
+                self.owners.insert(session, self.config.zab.id);
+                self.work.push_back(Work::CreateSession { session, cxid, timeout_ms, password });
+            }
             _ => {
                 let msg = ToLeader::CreateSession { session, cxid, timeout_ms, password };
                 if !self.zab.forward(forward::encode(&msg)) {
@@ -1074,7 +1112,10 @@ impl Replica {
                 (Op::Sync { .. }, _) => {
                     self.zab.forward(forward::encode(&ToLeader::Sync { session, cxid }));
                 }
-                (_, Role::Leading) => self.work.push_back(Work::Write { session, cxid, op, identities }),
+                (_, Role::Leading) => {
+                    let work = self.fenced(session, self.config.zab.id, cxid, op, identities);
+                    self.work.push_back(work);
+                }
                 _ => {
                     self.zab.forward(forward::encode(&ToLeader::Write { session, cxid, op, identities }));
                 }
@@ -1156,18 +1197,43 @@ impl Replica {
         match msg {
             ToLeader::Write { session, cxid, op, identities } => {
                 self.tracker.touch(session, self.ticks);
-                self.work.push_back(Work::Write { session, cxid, op, identities });
+                let work = self.fenced(session, from, cxid, op, identities);
+                self.work.push_back(work);
             }
             ToLeader::CreateSession { session, cxid, timeout_ms, password } => {
+                self.owners.insert(session, from);
                 self.work.push_back(Work::CreateSession { session, cxid, timeout_ms, password })
             }
             ToLeader::Sync { session, cxid } => self.work.push_back(Work::Sync { origin: Some(from), session, cxid }),
+            ToLeader::Revalidate { session, cxid } => {
+                let previous = self.owners.insert(session, from);
+                if previous == Some(self.config.zab.id) {
+                    // It left a connection here: ZooKeeper closes the old one.
+                    if let Some(&old) = self.by_session.get(&session) {
+                        self.close_conn(old, ErrorCode::SessionMoved, "the session reconnected elsewhere");
+                    }
+                }
+                self.work.push_back(Work::Sync { origin: Some(from), session, cxid });
+            }
             ToLeader::Touch { sessions } => {
                 for s in sessions {
                     self.tracker.touch(s, self.ticks);
                 }
             }
         }
+    }
+
+    /// The work for a write arriving through member `via`: refused with
+    /// SessionMoved if the session is attached elsewhere now. A session with
+    /// no recorded owner (a new leader knows none) is claimed by the first
+    /// member that writes for it, as ZooKeeper's session tracker does.
+    fn fenced(&mut self, session: SessionId, via: ServerId, cxid: i32, op: Op, identities: Vec<Id>) -> Work {
+        let owner = *self.owners.entry(session).or_insert(via);
+        if owner != via {
+            tracing::debug!(session = %session, via, owner, "refusing a write from a member the session left");
+            return Work::Refuse { session, cxid, code: ErrorCode::SessionMoved };
+        }
+        Work::Write { session, cxid, op, identities }
     }
 
     fn on_replied(&mut self, payload: &[u8]) {
@@ -1235,6 +1301,7 @@ impl Replica {
                     };
                     Txn { session, cxid, time_ms: now, body }
                 }
+                Work::Refuse { session, cxid, code } => Txn { session, cxid, time_ms: now, body: TxnBody::Error(code) },
                 Work::CreateSession { session, cxid, timeout_ms, password } => {
                     let ticks = timeout_ticks(timeout_ms, self.config.tick_ms);
                     self.tracker.add(session, ticks, self.ticks);

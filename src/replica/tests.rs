@@ -25,6 +25,8 @@ struct Ensemble {
     /// Replicas whose incoming peer messages are held back (they lag), and those messages.
     held: BTreeSet<ServerId>,
     held_msgs: VecDeque<(ServerId, ServerId, Message)>,
+    /// Links (from, to) whose messages are held back, as a slow connection would.
+    held_links: BTreeSet<(ServerId, ServerId)>,
     inbox: BTreeMap<ConnId, Vec<ClientMessage>>,
     conn_node: BTreeMap<ConnId, ServerId>,
     next_conn: ConnId,
@@ -64,6 +66,7 @@ impl Ensemble {
             queue: VecDeque::new(),
             held: BTreeSet::new(),
             held_msgs: VecDeque::new(),
+            held_links: BTreeSet::new(),
             inbox: BTreeMap::new(),
             conn_node: BTreeMap::new(),
             next_conn: 1,
@@ -130,7 +133,7 @@ impl Ensemble {
             if !self.nodes[&from].up || !self.nodes[&to].up {
                 continue;
             }
-            if self.held.contains(&to) {
+            if self.held.contains(&to) || self.held_links.contains(&(from, to)) {
                 self.held_msgs.push_back((from, to, msg));
                 continue;
             }
@@ -244,6 +247,22 @@ impl Ensemble {
         let (mine, others): (Vec<_>, Vec<_>) = self.held_msgs.drain(..).partition(|(_, to, _)| *to == id);
         self.held_msgs.extend(others);
         for m in mine.into_iter().rev() {
+            self.queue.push_front(m);
+        }
+        self.deliver();
+    }
+
+    /// Holds back every message from `from` to `to` from now on.
+    fn hold_link(&mut self, from: ServerId, to: ServerId) {
+        self.held_links.insert((from, to));
+    }
+
+    /// Delivers what was held back on the link `from` → `to`, in order.
+    fn release_link(&mut self, from: ServerId, to: ServerId) {
+        self.held_links.remove(&(from, to));
+        let (link, others): (Vec<_>, Vec<_>) = self.held_msgs.drain(..).partition(|(f, t, _)| (*f, *t) == (from, to));
+        self.held_msgs.extend(others);
+        for m in link.into_iter().rev() {
             self.queue.push_front(m);
         }
         self.deliver();
@@ -542,6 +561,43 @@ fn a_lagging_follower_revalidates_a_reattaching_session_with_the_leader() {
     assert!(
         matches!(e.take(c3).first(), Some(ClientMessage::ConnectFailed { error: ErrorCode::SessionExpired, .. })),
         "a closed session is accepted on a lagging follower"
+    );
+}
+
+#[test]
+fn a_write_left_in_flight_on_the_old_member_is_fenced_once_the_session_moves() {
+    // The client writes through `a`; the write is slow to reach the leader;
+    // the client moves to `b` and writes again. Applying the old write after
+    // the new one would break FIFO order for the session (the newer value
+    // overwritten by the older). ZooKeeper's leader refuses requests from a
+    // member that no longer owns the session with SESSIONMOVED.
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (a, b) = match leader {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    };
+    let (old, session, password) = e.connect(a);
+    e.call(old, create("/n", CreateMode::Persistent)).unwrap();
+    e.hold_link(a, leader);
+    let set = |data: &'static [u8]| Op::SetData { path: "/n".into(), data: Bytes::from_static(data), version: -1 };
+    let stale = e.send(old, set(b"old"));
+    let resume = ConnectRequest { session_id: session.0, password, timeout_ms: 1000, last_zxid_seen: 0 };
+    let moved = e.connect_with(b, resume);
+    assert!(matches!(e.take(moved).first(), Some(ClientMessage::Connected { .. })), "the session moves to b");
+    e.call(moved, set(b"new")).unwrap();
+    e.release_link(a, leader);
+    e.settle(2);
+    for (id, node) in &e.nodes {
+        let data = &node.replica.tree().state().node("/n").expect("/n").data;
+        assert_eq!(&data[..], b"new", "member {id}: the session's older write was applied after its newer one");
+    }
+    let answer = e.take(old);
+    assert!(
+        answer.iter().any(|m| matches!(m, ClientMessage::Reply { xid, reply: Err(err), .. }
+            if *xid == stale && err.code == ErrorCode::SessionMoved)),
+        "the old connection's write is answered SessionMoved: {answer:?}"
     );
 }
 
