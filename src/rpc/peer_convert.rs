@@ -103,7 +103,9 @@ pub fn follower_to_pb(from: ServerId, msg: &Message) -> Result<pb::FollowerMessa
         Message::AckNewLeader { epoch, zxid } => (*epoch, Kind::AckNewLeader(pb::AckNewLeader { zxid: zxid.0 })),
         Message::Ack { epoch, zxid } => (*epoch, Kind::Ack(pb::Ack { zxid: zxid.0 })),
         Message::FollowerPing { epoch } => (*epoch, Kind::Ping(pb::FollowerPing {})),
-        Message::Forward { epoch, payload } => (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec() })),
+        Message::Forward { epoch, seq, payload } => {
+            (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec(), seq: *seq }))
+        }
         other => return Err(ConvertError::WrongChannel(other.kind())),
     };
     Ok(pb::FollowerMessage { from, epoch, kind: Some(kind) })
@@ -135,7 +137,7 @@ pub fn follower_from_pb(m: pb::FollowerMessage) -> Result<(ServerId, Message), C
         Kind::AckNewLeader(a) => Message::AckNewLeader { epoch, zxid: Zxid(a.zxid) },
         Kind::Ack(a) => Message::Ack { epoch, zxid: Zxid(a.zxid) },
         Kind::Ping(_) => Message::FollowerPing { epoch },
-        Kind::Forward(f) => Message::Forward { epoch, payload: Bytes::from(f.payload) },
+        Kind::Forward(f) => Message::Forward { epoch, seq: f.seq, payload: Bytes::from(f.payload) },
     };
     Ok((m.from, msg))
 }
@@ -272,7 +274,7 @@ mod tests {
             Message::FollowerInfo { accepted_epoch: 3 },
             Message::AckEpoch { epoch: 4, acked: true, current_epoch: 3, last_zxid: Zxid::new(2, 9), summary },
             Message::Ack { epoch: 4, zxid: Zxid::new(4, 1) },
-            Message::Forward { epoch: 4, payload: Bytes::from_static(b"x") },
+            Message::Forward { epoch: 4, seq: 7, payload: Bytes::from_static(b"x") },
         ] {
             let (from, back) = follower_from_pb(follower_to_pb(2, &msg).unwrap()).unwrap();
             assert_eq!(from, 2);

@@ -48,6 +48,8 @@ struct Tracked {
     last_heard: u64,
     /// What it told us in ACKEPOCH, kept until it is synced.
     position: Option<(Zxid, LogSummary)>,
+    /// The sequence number of the last forward taken from it.
+    forwarded: u64,
 }
 
 /// The state of a leading replica.
@@ -241,7 +243,10 @@ impl Peer {
                 tracked.acked = zxid;
                 self.try_commit();
             }
-            Message::Forward { payload, .. } if tracked.stage == Stage::Synced => {
+            // A forward at or below the last one taken came late (or twice):
+            // taking it would reorder the follower's requests.
+            Message::Forward { seq, payload, .. } if tracked.stage == Stage::Synced && seq > tracked.forwarded => {
+                tracked.forwarded = seq;
                 self.outbox.push(Action::Forwarded { from, payload });
             }
             _ => {}
@@ -265,7 +270,13 @@ impl Peer {
         // A new connection from this follower: start it over.
         l.followers.insert(
             from,
-            Tracked { stage: Stage::AwaitingAckEpoch, acked: Zxid::ZERO, last_heard: now, position: None },
+            Tracked {
+                stage: Stage::AwaitingAckEpoch,
+                acked: Zxid::ZERO,
+                last_heard: now,
+                position: None,
+                forwarded: 0,
+            },
         );
         if l.accepted_seq.is_none() {
             l.infos.insert(from, accepted_epoch);

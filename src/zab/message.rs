@@ -171,6 +171,10 @@ pub enum Message {
     Forward {
         /// The epoch.
         epoch: Epoch,
+        /// The sender's count of forwards: the leader takes only one above the
+        /// last it took from that follower, so application traffic is never
+        /// applied out of order or twice.
+        seq: u64,
         /// Opaque to Zab.
         payload: Bytes,
     },

@@ -244,6 +244,9 @@ pub struct Peer {
     state: State,
     status: Status,
     outbox: Vec<Action>,
+    /// Forwards sent by this process, numbered so the leader can drop one
+    /// that arrives late or twice (its channel need not be FIFO for that).
+    forwarded: u64,
 }
 
 impl Peer {
@@ -270,6 +273,7 @@ impl Peer {
             state: State::Looking(Election::placeholder()),
             status,
             outbox: Vec::new(),
+            forwarded: 0,
             log,
             config,
         };
@@ -388,7 +392,9 @@ impl Peer {
             return false;
         }
         let (leader, epoch) = (f.leader, f.epoch);
-        self.send(leader, Message::Forward { epoch, payload });
+        self.forwarded += 1;
+        let seq = self.forwarded;
+        self.send(leader, Message::Forward { epoch, seq, payload });
         true
     }
 
