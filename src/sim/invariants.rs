@@ -89,6 +89,18 @@ pub enum Violation {
         /// The xid expected first.
         expected: i32,
     },
+    /// A session's writes were committed in another order than it sent them.
+    #[error("FIFO client order: session {session:x} had write #{seq} committed at {zxid:?}, after its later write #{previous}")]
+    SessionOrder {
+        /// The session.
+        session: i64,
+        /// Where the late write was committed.
+        zxid: Zxid,
+        /// The late write's sequence number in its client.
+        seq: u64,
+        /// The later write committed before it.
+        previous: u64,
+    },
     /// A session read behind its own acknowledged write.
     #[error("sequential consistency: client {client} does not see its own acknowledged write {path}")]
     StaleRead {
@@ -118,6 +130,19 @@ pub struct Oracle {
     creates: HashMap<String, Zxid>,
     cursors: BTreeMap<ServerId, NodeCursor>,
     leaders: BTreeMap<Epoch, ServerId>,
+    /// Per session, the sequence number of its last committed write.
+    session_writes: HashMap<i64, u64>,
+}
+
+/// The client's sequence number a write carries in its data (`<client>-<n>`,
+/// see `workload`), for data-carrying writes at the top level.
+fn write_sequence(body: &TxnBody) -> Option<u64> {
+    let data = match body {
+        TxnBody::Create { data, .. } | TxnBody::SetData { data, .. } => data,
+        _ => return None,
+    };
+    let text = std::str::from_utf8(data).ok()?;
+    text.rsplit_once('-')?.1.parse().ok()
 }
 
 impl Oracle {
@@ -188,6 +213,7 @@ impl Oracle {
                         expected: self.order.get(cursor.next).copied(),
                     });
                 }
+                self.check_session_order(zxid, txn)?;
                 self.order.push(zxid);
                 self.txns.insert(zxid, (self.order.len() - 1, txn.clone()));
                 self.index_creates(zxid, &txn.body);
@@ -195,6 +221,17 @@ impl Oracle {
         }
         let index = self.txns[&zxid].0;
         self.cursors.insert(node, NodeCursor { next: index + 1, last: zxid });
+        Ok(())
+    }
+
+    /// FIFO client order: each session's writes commit in the order it sent them.
+    fn check_session_order(&mut self, zxid: Zxid, txn: &Txn) -> Result<(), Violation> {
+        let Some(seq) = write_sequence(&txn.body) else { return Ok(()) };
+        let last = self.session_writes.entry(txn.session.0).or_insert(0);
+        if seq <= *last {
+            return Err(Violation::SessionOrder { session: txn.session.0, zxid, seq, previous: *last });
+        }
+        *last = seq;
         Ok(())
     }
 
