@@ -296,6 +296,15 @@ fn apply_durably(d: &mut Recovered, op: StorageOp) {
     }
 }
 
+/// The two followers of a 3-member ensemble led by `leader`.
+fn followers_of(leader: ServerId) -> (ServerId, ServerId) {
+    match leader {
+        1 => (2, 3),
+        2 => (1, 3),
+        _ => (1, 2),
+    }
+}
+
 fn create(path: &str, mode: CreateMode) -> Op {
     Op::Create { path: path.into(), data: Bytes::from_static(b"v"), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
 }
@@ -531,11 +540,7 @@ fn malformed_read_paths_answer_as_zookeeper() {
 fn a_lagging_follower_revalidates_a_reattaching_session_with_the_leader() {
     let mut e = Ensemble::new(3);
     let leader = e.leader();
-    let (a, b) = match leader {
-        1 => (2, 3),
-        2 => (1, 3),
-        _ => (1, 2),
-    };
+    let (a, b) = followers_of(leader);
     // `b` lags: it has not applied the session's creation when the client,
     // which saw no zxid yet, reattaches there. ZooKeeper's learner asks the
     // leader; refusing it as expired would kill a live session.
@@ -573,11 +578,7 @@ fn a_write_left_in_flight_on_the_old_member_is_fenced_once_the_session_moves() {
     // member that no longer owns the session with SESSIONMOVED.
     let mut e = Ensemble::new(3);
     let leader = e.leader();
-    let (a, b) = match leader {
-        1 => (2, 3),
-        2 => (1, 3),
-        _ => (1, 2),
-    };
+    let (a, b) = followers_of(leader);
     let (old, session, password) = e.connect(a);
     e.call(old, create("/n", CreateMode::Persistent)).unwrap();
     e.hold_link(a, leader);
