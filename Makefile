@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover
+.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -93,6 +93,12 @@ bench:
 ## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
 bench-failover:
 	$(CARGO) test --release --test ensemble -- --ignored --nocapture failover_time
+
+## The same ZooKeeper-protocol load against zabkeeper and Apache ZooKeeper
+## (Debian's package; `make zookeeper-package` installs it), side by side.
+bench-vs-zookeeper:
+	$(CARGO) build --release --bin zabkeeper --example zk_load
+	python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/examples/zk_load
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.

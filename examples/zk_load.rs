@@ -1,0 +1,158 @@
+//! A load generator that speaks ZooKeeper's client protocol through the
+//! `zookeeper-client` crate (a client we did not write), so the same load
+//! runs against zabkeeper and against Apache ZooKeeper. `make
+//! bench-vs-zookeeper` runs it against both, side by side.
+//!
+//! Phases, each a fixed number of operations spread over `--sessions`
+//! sessions with `--inflight` requests outstanding per session: create
+//! persistent nodes, getData, setData, delete. Prints one JSON line per phase
+//! with operations per second and latency percentiles.
+
+use clap::Parser;
+use futures::stream::{self, StreamExt};
+use std::time::{Duration, Instant};
+use zookeeper_client::{Acls, Client, CreateMode};
+
+/// Load for one server's ZooKeeper port.
+#[derive(Parser, Debug)]
+struct Args {
+    /// ZooKeeper connect string (host:port,...).
+    #[arg(long)]
+    hosts: String,
+    /// Parent of the nodes this run creates (must not exist).
+    #[arg(long, default_value = "/load")]
+    root: String,
+    /// Sessions, each its own connection.
+    #[arg(long, default_value_t = 4)]
+    sessions: usize,
+    /// Requests outstanding per session.
+    #[arg(long, default_value_t = 32)]
+    inflight: usize,
+    /// Operations per phase (over all sessions).
+    #[arg(long, default_value_t = 10_000)]
+    ops: usize,
+    /// Bytes of data per node.
+    #[arg(long, default_value_t = 100)]
+    size: usize,
+    /// Limit for each phase, in seconds.
+    #[arg(long, default_value_t = 120)]
+    phase_limit_secs: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    Create,
+    Get,
+    Set,
+    Delete,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Create => "create",
+            Phase::Get => "get",
+            Phase::Set => "set",
+            Phase::Delete => "delete",
+        }
+    }
+}
+
+/// Runs operations `range` of `phase` on one session; returns each operation's latency.
+async fn run_session(
+    client: Client,
+    args: &Args,
+    phase: Phase,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<Duration>, String> {
+    let data = vec![b'x'; args.size];
+    let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let (client, data, options) = (&client, &data, &options);
+    let results: Vec<Result<Duration, String>> = stream::iter(range)
+        .map(|i| async move {
+            let path = format!("{}/n-{i}", args.root);
+            let start = Instant::now();
+            let outcome = match phase {
+                Phase::Create => client.create(&path, data, options).await.map(|_| ()),
+                Phase::Get => client.get_data(&path).await.map(|_| ()),
+                Phase::Set => client.set_data(&path, data, None).await.map(|_| ()),
+                Phase::Delete => client.delete(&path, None).await,
+            };
+            outcome.map(|()| start.elapsed()).map_err(|e| format!("{} {path}: {e}", phase.name()))
+        })
+        .buffer_unordered(args.inflight)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let connect = || async {
+        Client::connector()
+            .with_session_timeout(Duration::from_secs(30))
+            .with_connection_timeout(Duration::from_secs(10))
+            .connect(&args.hosts)
+            .await
+            .map_err(|e| format!("connect to {}: {e}", args.hosts))
+    };
+    let mut clients = Vec::new();
+    for _ in 0..args.sessions {
+        clients.push(connect().await?);
+    }
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;
+    let per_session = args.ops.div_ceil(args.sessions);
+    for phase in [Phase::Create, Phase::Get, Phase::Set, Phase::Delete] {
+        let start = Instant::now();
+        let work = clients.iter().enumerate().map(|(s, client)| {
+            let range = (s * per_session)..((s + 1) * per_session).min(args.ops);
+            run_session(client.clone(), &args, phase, range)
+        });
+        let limit = Duration::from_secs(args.phase_limit_secs);
+        let outcomes = tokio::time::timeout(limit, futures::future::join_all(work))
+            .await
+            .map_err(|_| format!("{} phase not done within {limit:?}", phase.name()))?;
+        let secs = start.elapsed().as_secs_f64();
+        let mut latencies = Vec::with_capacity(args.ops);
+        for outcome in outcomes {
+            latencies.extend(outcome?);
+        }
+        latencies.sort();
+        println!(
+            "{{\"phase\":\"{}\",\"ops\":{},\"secs\":{secs:.3},\"ops_per_sec\":{:.0},\"p50_ms\":{:.2},\"p99_ms\":{:.2}}}",
+            phase.name(),
+            latencies.len(),
+            latencies.len() as f64 / secs,
+            percentile(&latencies, 0.50),
+            percentile(&latencies, 0.99),
+        );
+    }
+    clients[0].delete(&args.root, None).await.map_err(|e| format!("delete {}: {e}", args.root))?;
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zk_load: cannot start a runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zk_load: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
