@@ -5,7 +5,9 @@
 //! arrives before the reply of a read that sees the change), the session
 //! moving to another member when its server is SIGKILLed (same session,
 //! ephemerals kept, watches re-registered by SetWatches and firing), and
-//! session expiry. Everything runs on 127.0.0.1; every wait is bounded.
+//! session expiry, and writers riding out a SIGKILL of the leader (no
+//! acknowledged write lost, sessions and ephemerals kept). Everything runs on
+//! 127.0.0.1; every wait is bounded.
 //!
 //! What the crate refuses before sending (malformed paths, empty ACLs, bad
 //! TTLs) never reaches the server; the server's own answers to such requests
@@ -16,6 +18,8 @@ mod support;
 use futures::FutureExt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{runtime, within, Ensemble};
 use zookeeper_client as zk;
@@ -558,5 +562,95 @@ fn a_refused_connect_with_pipelined_requests_never_panics() {
     // Other clients are still served.
     let answer = four_letter(addr, "ruok");
     assert_eq!(answer, "imok");
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}
+
+/// What one ZooKeeper-protocol writer saw.
+#[derive(Debug, Default)]
+struct Writes {
+    /// Paths whose create was acknowledged, with when.
+    acked: Vec<(String, Instant)>,
+    /// Errors (each an outcome unknown to the writer).
+    errors: Vec<String>,
+}
+
+/// Creates `/ride/w<i>-<n>` for n = 0, 1, ... until `stop`.
+async fn write_until(client: Client, i: usize, stop: Arc<AtomicBool>) -> Writes {
+    let mut writes = Writes::default();
+    let mut n = 0;
+    while !stop.load(Ordering::Acquire) && n < 100_000 {
+        let path = format!("/ride/w{i}-{n}");
+        n += 1;
+        match tokio::time::timeout(Duration::from_secs(10), client.create(&path, b"", &open())).await {
+            Ok(Ok(_)) => writes.acked.push((path, Instant::now())),
+            Ok(Err(zk::Error::SessionExpired)) => {
+                panic!("writer {i}: the session expired; before: {:?}", writes.errors)
+            }
+            Ok(Err(e)) => writes.errors.push(format!("{path}: {e}")),
+            Err(_) => writes.errors.push(format!("{path}: no answer within 10 s")),
+        }
+    }
+    writes
+}
+
+/// ZooKeeper-protocol clients through a leader kill: writers whose sessions
+/// are spread over a 3-member ensemble keep getting writes acknowledged
+/// after the leader dies, no acknowledged write is lost, and every session
+/// lives on with its ephemeral.
+#[test]
+fn zookeeper_clients_ride_out_a_leader_kill() {
+    let mut ensemble = Ensemble::start(3);
+    let rt = runtime();
+    let hosts = ensemble.zookeeper(&ensemble.ids());
+    let leader = rt.block_on(ensemble.leader(Duration::from_secs(10)));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (clients, writers) = rt.block_on(async {
+        let setup = connect(&hosts, 20_000).await;
+        setup.create("/ride", b"", &open()).await.unwrap();
+        let mut clients = Vec::new();
+        let mut writers = Vec::new();
+        for i in 0..3 {
+            let c = connect(&hosts, 20_000).await;
+            let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+            c.create(&format!("/ride/e{i}"), b"", &ephemeral).await.unwrap();
+            writers.push(tokio::spawn(write_until(c.clone(), i, stop.clone())));
+            clients.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        (clients, writers)
+    });
+    let killed_at = Instant::now();
+    ensemble.kill(leader);
+    let survivors: Vec<u64> = ensemble.ids().into_iter().filter(|id| *id != leader).collect();
+    ensemble.wait_serving(survivors.clone(), Duration::from_secs(20));
+    let writes: Vec<Writes> = rt.block_on(async {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        stop.store(true, Ordering::Release);
+        let mut all = Vec::new();
+        for w in writers {
+            all.push(within(60, w).await.expect("a writer task"));
+        }
+        all
+    });
+    rt.block_on(async {
+        let checker = connect(&ensemble.zookeeper(&survivors), 20_000).await;
+        checker.sync("/ride").await.unwrap();
+        let (children, _) = checker.get_children("/ride").await.unwrap();
+        for (i, w) in writes.iter().enumerate() {
+            assert!(
+                w.acked.iter().any(|(_, at)| *at > killed_at),
+                "writer {i} got no write acknowledged after the kill: {:?}",
+                w.errors
+            );
+            for (path, _) in &w.acked {
+                let name = path.trim_start_matches("/ride/");
+                assert!(children.iter().any(|c| c == name), "acknowledged {path} is lost");
+            }
+            assert!(children.iter().any(|c| *c == format!("e{i}")), "session {i}'s ephemeral is gone");
+        }
+        for c in &clients {
+            assert!(c.get_data("/ride").await.is_ok(), "a session did not survive the kill");
+        }
+    });
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
