@@ -52,7 +52,7 @@ fn five_replicas_survive_faults() {
 }
 
 /// Seeds that once broke an invariant, replayed on every run (with the bug each exposed).
-const REGRESSIONS: [(u64, u64, &str); 7] = [
+const REGRESSIONS: [(u64, u64, &str); 8] = [
     (5, 0x5eed_0000, "a follower waited forever in sync while pings kept it alive"),
     (3, 0x5eed_0004, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
     (3, 0x5eed_0005, "a lost SNAP let a DIFF graft the leader's entries onto an uncommitted tail"),
@@ -60,6 +60,7 @@ const REGRESSIONS: [(u64, u64, &str); 7] = [
     (5, 0x5eed_0038, "an interrupted SNAP sync dropped committed entries, then a leader without them won"),
     (3, 0x5eed_0000, "a forward that arrived late was taken after the follower's later ones (session FIFO)"),
     (5, 0x5eed_0019, "a write left on the member a session moved away from was applied after its newer writes"),
+    (5, 0x5eed_02c2, "a late FOLLOWERINFO restarted a synced follower's tracking; pings kept it content and behind"),
 ];
 
 #[test]

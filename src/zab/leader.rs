@@ -216,8 +216,11 @@ impl Peer {
         if epoch == 0 {
             return;
         }
-        let targets: Vec<ServerId> = l.followers.keys().copied().collect();
-        for to in targets {
+        // Only followers that get our proposals: one we have started over (a
+        // late FOLLOWERINFO) may believe itself synced, and pings would keep
+        // it content while it falls behind for good. Without them it rejoins
+        // after syncLimit.
+        for to in l.broadcast_targets() {
             self.send(to, Message::Ping { epoch, committed });
         }
     }

@@ -513,3 +513,33 @@ fn a_vote_missed_while_still_following_is_sent_again_at_once() {
     assert_eq!(c.leader(), Some(2), "elected after one tick");
     assert!(c.nodes[&1].peer.status().serving);
 }
+
+/// Found by the simulation (five replicas, seed 1592591042): a FOLLOWERINFO
+/// that arrives after its follower has synced (a late copy, or one re-sent
+/// in discovery) made the leader start that follower over and stop sending
+/// it proposals, while its pings kept the follower content, stuck behind for
+/// good. Pings now go only to followers being synced or synced, so a
+/// follower the leader has started over hears nothing and rejoins.
+#[test]
+fn a_late_followerinfo_does_not_leave_a_follower_behind_for_good() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().expect("a leader");
+    let follower = if leader == 1 { 2 } else { 1 };
+    let before: Vec<Zxid> = (0..3).map(|n| c.propose(n)).collect();
+    c.settle(1);
+    assert_eq!(c.nodes[&follower].applied, before);
+    let accepted_epoch = c.nodes[&follower].peer.status().epoch;
+    c.nodes
+        .get_mut(&leader)
+        .unwrap()
+        .peer
+        .handle(Input::Message { from: follower, msg: Message::FollowerInfo { accepted_epoch } });
+    c.drain(leader);
+    c.deliver_all();
+    let after: Vec<Zxid> = (3..6).map(|n| c.propose(n)).collect();
+    c.settle(30);
+    let all: Vec<Zxid> = before.into_iter().chain(after).collect();
+    assert_eq!(c.nodes[&follower].applied, all, "the follower caught up");
+    assert_eq!(c.serving(), 3);
+}
