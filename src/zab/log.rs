@@ -172,7 +172,8 @@ pub enum SyncPlan {
 /// ranges agree. Anything the leader cannot check from what it holds in
 /// memory means SNAP.
 pub fn plan_sync(leader: &Log, follower: &LogSummary, follower_last: Zxid) -> SyncPlan {
-    if follower.base < leader.base() || !leader.has(follower.base) {
+    let Some(follower) = rebase(follower, leader.base()) else { return SyncPlan::Snap };
+    if !leader.has(follower.base) {
         return SyncPlan::Snap;
     }
     let ours = leader.ranges_after(follower.base);
@@ -193,6 +194,29 @@ pub fn plan_sync(leader: &Log, follower: &LogSummary, follower_last: Zxid) -> Sy
         }
     }
     SyncPlan::Diff { from: common, truncate: follower_last > common }
+}
+
+/// The follower's summary seen from the leader's snapshot point `base`: as
+/// is when the follower's own snapshot is not older, else only what lies
+/// above `base`, provided the follower holds `base` itself. Holding it means
+/// its history up to `base` is the committed one (a zxid names one
+/// transaction, and logs that share an entry share everything before it), so
+/// a DIFF from there is enough, as in ZooKeeper when a follower's last zxid
+/// lies between the leader's oldest and newest logged proposals. `None`:
+/// the follower parted from the leader below `base` or never reached it,
+/// and only a snapshot can bring it over.
+fn rebase(follower: &LogSummary, base: Zxid) -> Option<LogSummary> {
+    if follower.base >= base {
+        return Some(follower.clone());
+    }
+    let at = follower.epochs.iter().position(|r| r.epoch == base.epoch() && r.first <= base && base <= r.last)?;
+    let holding = follower.epochs[at];
+    let mut epochs = Vec::with_capacity(follower.epochs.len() - at);
+    if base < holding.last {
+        epochs.push(EpochRange { first: Zxid::new(base.epoch(), base.counter() + 1), ..holding });
+    }
+    epochs.extend_from_slice(&follower.epochs[at + 1..]);
+    Some(LogSummary { base, epochs })
 }
 
 #[cfg(test)]
@@ -281,6 +305,41 @@ mod tests {
         assert_eq!(plan_sync(&leader, &follower.summary(), follower.last_zxid()), SyncPlan::Snap);
         let fresh = Log::default();
         assert_eq!(plan_sync(&leader, &fresh.summary(), fresh.last_zxid()), SyncPlan::Snap);
+    }
+
+    #[test]
+    fn follower_holding_the_leaders_snapshot_point_gets_a_diff() {
+        // The leader snapshotted at (2,5) and dropped what lies below; the
+        // follower restarted from an older snapshot but logged past (2,5).
+        let leader = log_of(Zxid::new(2, 5), &[(2, 6), (2, 7), (3, 1)]);
+        let behind = log_of(Zxid::ZERO, &[(1, 1), (2, 1), (2, 2), (2, 3), (2, 4), (2, 5), (2, 6)]);
+        let plan = plan_sync(&leader, &behind.summary(), behind.last_zxid());
+        assert_eq!(plan, SyncPlan::Diff { from: Zxid::new(2, 6), truncate: false });
+        let at_base = log_of(Zxid::ZERO, &[(1, 1), (2, 1), (2, 2), (2, 3), (2, 4), (2, 5)]);
+        let plan = plan_sync(&leader, &at_base.summary(), at_base.last_zxid());
+        assert_eq!(plan, SyncPlan::Diff { from: Zxid::new(2, 5), truncate: false });
+    }
+
+    #[test]
+    fn follower_past_the_leaders_snapshot_point_with_a_dead_tail_is_truncated() {
+        // (2,8) and (2,9) were never committed: the leader went on in epoch 3.
+        let leader = log_of(Zxid::new(2, 5), &[(2, 6), (2, 7), (3, 1)]);
+        let follower =
+            log_of(Zxid::new(1, 1), &[(2, 1), (2, 2), (2, 3), (2, 4), (2, 5), (2, 6), (2, 7), (2, 8), (2, 9)]);
+        let plan = plan_sync(&leader, &follower.summary(), follower.last_zxid());
+        assert_eq!(plan, SyncPlan::Diff { from: Zxid::new(2, 7), truncate: true });
+    }
+
+    #[test]
+    fn follower_that_parted_below_the_leaders_snapshot_point_gets_a_snapshot() {
+        let leader = log_of(Zxid::new(2, 5), &[(2, 6)]);
+        // Never saw epoch 2: its (1,x) tail beyond the last committed epoch-1
+        // entry cannot be checked against anything the leader holds.
+        let other_epoch = log_of(Zxid::ZERO, &[(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 6), (1, 7)]);
+        assert_eq!(plan_sync(&leader, &other_epoch.summary(), other_epoch.last_zxid()), SyncPlan::Snap);
+        // Saw epoch 2 but not as far as (2,5).
+        let short = log_of(Zxid::ZERO, &[(1, 1), (2, 1), (2, 2)]);
+        assert_eq!(plan_sync(&leader, &short.summary(), short.last_zxid()), SyncPlan::Snap);
     }
 
     #[test]
