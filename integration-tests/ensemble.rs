@@ -268,7 +268,11 @@ async fn clients_on_leader_and_elsewhere(ensemble: &Ensemble, leader: u64, count
 #[test]
 fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sessions() {
     let _serial = serial();
-    let mut ensemble = Ensemble::start(3);
+    // No snapshot during the load: whether a member back after a kill gets
+    // a DIFF must not depend on how many writes this machine fits between
+    // two snapshots (DIFF from above the leader's snapshot point is covered
+    // by the Zab unit tests and the simulation; SNAP by the test below).
+    let mut ensemble = Ensemble::start_with(Settings { size: 3, snapshot_every: 1_000_000, ..Settings::default() });
     let rt = runtime();
     rt.block_on(async {
         let acl = Acl::open_unsafe();
