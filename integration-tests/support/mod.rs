@@ -4,12 +4,11 @@
 //! when the harness is dropped.
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::proto::admin::StatusRequest;
@@ -22,22 +21,6 @@ pub fn server_binary() -> PathBuf {
 /// The CLI binary.
 pub fn cli_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zkctl"))
-}
-
-/// A free port on 127.0.0.1 (the listener is closed before the server binds
-/// it), never one handed out before in this process: the OS readily gives a
-/// just-released port again, and one ensemble needs a score of distinct ones.
-pub fn free_port() -> u16 {
-    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    for _ in 0..1000 {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-        let port = listener.local_addr().expect("local addr").port();
-        if handed_out.insert(port) {
-            return port;
-        }
-    }
-    panic!("no fresh loopback port in 1000 tries");
 }
 
 /// Ports of one member.
@@ -360,4 +343,4 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 // Each test binary uses some of these; not every binary uses all.
 #[allow(unused_imports)]
-pub use zabkeeper::testing::{eventually, within, within_for};
+pub use zabkeeper::testing::{eventually, free_port, within, within_for};

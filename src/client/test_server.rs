@@ -98,11 +98,7 @@ fn listen(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(1024)
 }
 
-/// A free loopback port (bound, read, released).
-pub(crate) fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binding port 0 on loopback cannot fail");
-    listener.local_addr().expect("a bound listener has an address").port()
-}
+pub(crate) use crate::testing::free_port;
 
 /// One running replica.
 pub(crate) struct TestServer {
