@@ -27,7 +27,7 @@ pub(crate) fn follows(prev: Zxid, next: Zxid) -> bool {
 
 /// Checks a batch about to be appended after `last` (the last log entry, or
 /// the newest snapshot's zxid when that is higher).
-pub(crate) fn check_append(last: Zxid, entries: &[Entry]) -> Result<(), StorageError> {
+pub(crate) fn check_append<'a>(last: Zxid, entries: impl IntoIterator<Item = &'a Entry>) -> Result<(), StorageError> {
     let mut prev = last;
     for entry in entries {
         if !follows(prev, entry.zxid) {
