@@ -79,8 +79,6 @@ pub struct DoubleBarrier {
 #[must_use = "a member that is dropped leaves in the background without waiting for the others"]
 pub struct DoubleBarrierMember {
     ticket: Ticket,
-    client: Client,
-    dir: String,
 }
 
 impl DoubleBarrier {
@@ -103,7 +101,7 @@ impl DoubleBarrier {
         // creates it after seeing our node, so the event cannot be missed.
         let (open, watcher) = self.client.exists_and_watch(&ready).await?;
         let ticket = Ticket::take(&self.client, &self.dir, MEMBER, b"", &self.acl).await?;
-        let member = DoubleBarrierMember { ticket, client: self.client.clone(), dir: self.dir.clone() };
+        let member = DoubleBarrierMember { ticket };
         if open.is_some() {
             return Ok(member);
         }
@@ -124,7 +122,7 @@ impl DoubleBarrierMember {
     /// Leaves, and waits until every member has begun to leave.
     pub async fn leave(mut self) -> Result<(), RecipeError> {
         // Everyone has entered: close the round so the next one starts shut.
-        delete_if_present(&self.client, &child_path(&self.dir, READY)).await?;
+        delete_if_present(&self.ticket.client, &child_path(&self.ticket.dir, READY)).await?;
         loop {
             let members = self.ticket.queue().await?;
             let Some(lowest) = members.first() else {
@@ -142,7 +140,7 @@ impl DoubleBarrierMember {
                 self.ticket.leave().await?;
                 lowest
             };
-            let (stat, watcher) = self.client.exists_and_watch(&child_path(&self.dir, waited)).await?;
+            let (stat, watcher) = self.ticket.client.exists_and_watch(&child_path(&self.ticket.dir, waited)).await?;
             if stat.is_some() {
                 fired(watcher).await?;
             }

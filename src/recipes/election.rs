@@ -23,7 +23,6 @@ pub struct Election {
 #[must_use = "leadership is given up when this is dropped"]
 pub struct Leadership {
     ticket: Ticket,
-    client: Client,
 }
 
 impl Election {
@@ -43,7 +42,7 @@ impl Election {
     pub async fn campaign(&self, value: &[u8]) -> Result<Leadership, RecipeError> {
         let ticket = Ticket::take(&self.client, &self.dir, PREFIX, value, &self.acl).await?;
         ticket.wait_first(None).await?;
-        Ok(Leadership { ticket, client: self.client.clone() })
+        Ok(Leadership { ticket })
     }
 
     /// The current leader's value, or `None` if there is no candidate.
@@ -75,7 +74,7 @@ impl Leadership {
 
     /// Replaces the value others see for this leader.
     pub async fn proclaim(&self, value: &[u8]) -> Result<(), RecipeError> {
-        match self.client.set_data(&self.ticket.path, value, -1).await {
+        match self.ticket.client.set_data(&self.ticket.path, value, -1).await {
             Ok(_) => Ok(()),
             Err(e) if e.is_server_code(ErrorCode::NoNode) => {
                 Err(RecipeError::NodeLost { path: self.ticket.path.clone() })

@@ -19,8 +19,8 @@ pub(super) fn in_doubt(e: &ClientError) -> bool {
 /// in the background (when a tokio runtime is at hand), so a cancelled wait
 /// does not block the contenders behind it until the session ends.
 pub(super) struct Ticket {
-    client: Client,
-    dir: String,
+    pub(super) client: Client,
+    pub(super) dir: String,
     prefix: String,
     /// The random part of the name that lets us recognise our own node.
     token: String,
