@@ -22,6 +22,12 @@ fn client_error(e: RecipeError) -> ClientError {
     }
 }
 
+/// The error for a lock or leadership that ended without us giving it up:
+/// what `lost()` failed with, else our node at `path` is gone.
+fn lost_error(lost: Result<(), RecipeError>, path: &str) -> ClientError {
+    client_error(lost.err().unwrap_or_else(|| RecipeError::NodeLost { path: path.to_string() }))
+}
+
 /// `lock`: holds the lock until Ctrl-C, or while `command` runs.
 pub async fn lock(
     client: &Client,
@@ -57,10 +63,7 @@ pub async fn lock(
     }
     let Some((program, args)) = command.split_first() else {
         tokio::select! {
-            lost = guard.lost() => {
-                lost.map_err(client_error)?;
-                return Err(client_error(RecipeError::NodeLost { path: guard.path().to_string() }));
-            }
+            lost = guard.lost() => return Err(lost_error(lost, guard.path())),
             _ = interrupted() => {}
         }
         guard.release().await.map_err(client_error)?;
@@ -79,10 +82,9 @@ pub async fn lock(
             Exit::Command(status.code().map(|c| c as u8).unwrap_or_else(|| 128 + signal_of(&status)))
         }
         lost = guard.lost() => {
-            lost.map_err(client_error)?;
             // Best effort: the child may have ended at this very moment.
             let _ = child.kill().await;
-            return Err(client_error(RecipeError::NodeLost { path: guard.path().to_string() }));
+            return Err(lost_error(lost, guard.path()));
         }
         _ = interrupted() => {
             let _ = child.kill().await;
@@ -117,10 +119,7 @@ pub async fn elect(client: &Client, out: &Printer, path: &str, value: &[u8]) -> 
         out.line(&format!("elected in {path} ({})", leadership.path()));
     }
     tokio::select! {
-        lost = leadership.lost() => {
-            lost.map_err(client_error)?;
-            return Err(client_error(RecipeError::NodeLost { path: leadership.path().to_string() }));
-        }
+        lost = leadership.lost() => return Err(lost_error(lost, leadership.path())),
         _ = interrupted() => {}
     }
     leadership.resign().await.map_err(client_error)?;
