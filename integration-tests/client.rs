@@ -254,18 +254,25 @@ fn the_session_moves_to_another_member_when_its_server_dies() {
     });
 }
 
-fn zkctl(server: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_zkctl"))
-        .arg("--server")
-        .arg(server)
-        .arg("--timeout-ms")
-        .arg("5000")
-        .arg("--json")
+/// zkctl against `server` with JSON output, a 5 s timeout and no stdin.
+fn zkctl_command(server: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    command
+        .args(["--server", server, "--timeout-ms", "5000", "--json"])
         .args(args)
         .env_remove("ZKCTL_SERVER")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run zkctl")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs zkctl to its end.
+fn zkctl(server: &str, args: &[&str]) -> Output {
+    zkctl_command(server, args).output().expect("run zkctl")
+}
+
+/// Starts zkctl in the background, its output piped.
+fn zkctl_spawn(server: &str, args: &[&str]) -> std::process::Child {
+    zkctl_command(server, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start zkctl")
 }
 
 /// Every stdout line as JSON.
@@ -343,17 +350,8 @@ fn zkctl_prints_json_and_exits_by_error_kind() {
 
     // watch --count and get -w print the events a concurrent writer causes.
     ok(&zkctl(s, &["create", "/wt", "0"]));
-    let spawn = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_zkctl"))
-            .args(["--server", s, "--json"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn zkctl")
-    };
-    let watcher = spawn(&["watch", "--recursive", "--count", "2", "/wt"]);
-    let getter = spawn(&["get", "-w", "/wt"]);
+    let watcher = zkctl_spawn(s, &["watch", "--recursive", "--count", "2", "/wt"]);
+    let getter = zkctl_spawn(s, &["get", "-w", "/wt"]);
     // Writes until both have seen enough (each started its watch at some point meanwhile).
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut i = 0;
@@ -379,19 +377,6 @@ fn zkctl_prints_json_and_exits_by_error_kind() {
         assert!(!events.is_empty(), "{lines:?}");
         assert!(events.iter().all(|e| e["event"]["type"] == "NodeDataChanged" && e["event"]["path"] == "/wt"));
     }
-}
-
-/// Starts zkctl in the background (stdout piped, JSON output).
-fn zkctl_spawn(server: &str, args: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_zkctl"))
-        .args(["--server", server, "--timeout-ms", "5000", "--json"])
-        .args(args)
-        .env_remove("ZKCTL_SERVER")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start zkctl")
 }
 
 /// Waits (bounded) for a background zkctl; kills it by PID and fails if it runs on.

@@ -10,6 +10,7 @@ use crate::proto::client::zab_keeper_server::ZabKeeperServer;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::server::config::ServerConfig;
 use crate::storage::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError, StorageOp};
+use crate::testing::free_port;
 use crate::txn::Entry;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
@@ -97,8 +98,6 @@ fn listen(port: u16) -> std::io::Result<tokio::net::TcpListener> {
     socket.bind(([127, 0, 0, 1], port).into())?;
     socket.listen(1024)
 }
-
-pub(crate) use crate::testing::free_port;
 
 /// One running replica.
 pub(crate) struct TestServer {
