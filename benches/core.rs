@@ -11,12 +11,13 @@ use std::time::Duration;
 use zabkeeper::ids::{SessionId, Zxid};
 use zabkeeper::op::Op;
 use zabkeeper::storage::sled_store::SledStorage;
-use zabkeeper::storage::{Storage, StorageOp};
+use zabkeeper::storage::Storage;
 use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::prepare::{Context, Limits, PendingChanges};
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::{snapshot, DataTree};
 use zabkeeper::txn::{Entry, Txn, TxnBody};
+use zabkeeper::zab::StorageOp;
 
 const SESSION: SessionId = SessionId(0x0100_0000_0000_0001);
 /// Transactions per tree-apply iteration: half creates, half setData.

@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 use zabkeeper::ids::{SessionId, Zxid};
 use zabkeeper::op::Op;
 use zabkeeper::storage::sled_store::SledStorage;
-use zabkeeper::storage::{Recovered, Storage, StorageOp};
+use zabkeeper::storage::{Recovered, Storage};
 use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::prepare::{Context, Limits, PendingChanges};
 use zabkeeper::tree::snapshot;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::{DataTree, TreeState};
 use zabkeeper::txn::{Entry, Txn, TxnBody};
+use zabkeeper::zab::StorageOp;
 
 /// Set in the writer child: the store's directory.
 const WRITER_ENV: &str = "ZK_CRASH_WRITER_DIR";

@@ -1,5 +1,6 @@
 //! Application traffic that rides Zab's leader↔follower stream: what a
 //! follower asks of the leader, and what the leader answers one follower.
+//! The leader queues a member's own requests as the same records.
 
 use crate::ids::{SessionId, Zxid};
 use crate::op::Op;
@@ -8,31 +9,39 @@ use crate::txn::codec::{self, CodecError};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+/// A client write for the leader to prepare and propose.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Write {
+    /// The session.
+    pub session: SessionId,
+    /// The member's tag for matching the commit.
+    pub cxid: i32,
+    /// The request.
+    pub op: Op,
+    /// The session's identities on that member (ACL checks happen on the leader).
+    pub identities: Vec<Id>,
+}
+
+/// A new session for the leader to create.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewSession {
+    /// The id the member chose.
+    pub session: SessionId,
+    /// Tag for matching the commit.
+    pub cxid: i32,
+    /// Negotiated timeout.
+    pub timeout_ms: i32,
+    /// The password.
+    pub password: Bytes,
+}
+
 /// From a follower to the leader.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToLeader {
-    /// A client write to prepare and propose.
-    Write {
-        /// The session.
-        session: SessionId,
-        /// The follower's tag for matching the commit.
-        cxid: i32,
-        /// The request.
-        op: Op,
-        /// The session's identities on that follower (ACL checks happen on the leader).
-        identities: Vec<Id>,
-    },
+    /// A client write.
+    Write(Write),
     /// A new session.
-    CreateSession {
-        /// The id the follower chose.
-        session: SessionId,
-        /// Tag for matching the commit.
-        cxid: i32,
-        /// Negotiated timeout.
-        timeout_ms: i32,
-        /// The password.
-        password: Bytes,
-    },
+    CreateSession(NewSession),
     /// A sync: answer with the last proposed zxid, after every earlier request.
     Sync {
         /// The session.

@@ -3,9 +3,16 @@
 //! faults lives in `sim`.
 
 use super::*;
+use crate::error::ErrorCode;
+use crate::ids::Zxid;
+use crate::op::{Op, OpResult, Reply};
 use crate::tree::acl::Acl;
+use crate::tree::acl::Id;
 use crate::tree::stat::CreateMode;
 use crate::tree::watch::EventType;
+use crate::zab::{Io, StorageOp};
+use bytes::Bytes;
+use std::collections::VecDeque;
 use std::collections::{BTreeMap, BTreeSet};
 
 struct Node {
@@ -86,8 +93,8 @@ impl Ensemble {
             let mut max_seq = 0;
             for out in outputs {
                 match out {
-                    Output::Send { to, msg } => self.queue.push_back((id, to, msg)),
-                    Output::Persist { seq, op } => {
+                    Output::Zab(Io::Send { to, msg }) => self.queue.push_back((id, to, msg)),
+                    Output::Zab(Io::Persist { seq, op }) => {
                         let node = self.nodes.get_mut(&id).unwrap();
                         if node.hold {
                             node.held.push((seq, op));
@@ -207,7 +214,7 @@ impl Ensemble {
         self.xid += 1;
         let node = self.conn_node[&conn];
         let xid = self.xid;
-        self.nodes.get_mut(&node).unwrap().replica.handle(Input::Request { conn, xid, tag: 0, op });
+        self.nodes.get_mut(&node).unwrap().replica.handle(Input::Request { conn, xid, echo: Echo::default(), op });
         self.drain(node);
         xid
     }

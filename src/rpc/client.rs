@@ -4,7 +4,7 @@
 use super::client_convert::{client_message_to_pb, op_from_pb};
 use crate::error::{ErrorCode, ZkError};
 use crate::proto::client as pb;
-use crate::replica::{ClientMessage, ConnectRequest};
+use crate::replica::{ClientMessage, ConnectRequest, Echo};
 use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
 use bytes::Bytes;
@@ -72,8 +72,6 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     let conn = handle.next_conn();
     let server_id = handle.config.id;
     let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
-    // Arrival times, in request order: replies come back in that order.
-    let (arrived_tx, mut arrived_rx) = mpsc::unbounded_channel::<Instant>();
     // One permit per request in flight: the writer gives it back with the reply.
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let replied = in_flight.clone();
@@ -83,9 +81,9 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     let mut writer = tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
             stats.sent();
-            if matches!(msg, ClientMessage::Reply { .. }) {
+            if let ClientMessage::Reply { echo, .. } = &msg {
                 replied.add_permits(1);
-                if let Ok(arrived) = arrived_rx.try_recv() {
+                if let Some(arrived) = echo.arrived {
                     stats.latency(arrived.elapsed());
                 }
             }
@@ -123,14 +121,14 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
         let event = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 match op_from_pb(r.op) {
-                    Ok(op) => Event::Request { conn, xid: r.xid, tag: 0, op },
-                    Err(error) => Event::BadRequest { conn, xid: r.xid, tag: 0, error },
+                    Ok(op) => Event::Request { conn, xid: r.xid, echo: arrived_now(), op },
+                    Err(error) => Event::BadRequest { conn, xid: r.xid, echo: arrived_now(), error },
                 }
             }
             Ok(Some(_)) => Event::BadRequest {
                 conn,
                 xid: 0,
-                tag: 0,
+                echo: Echo::default(),
                 error: ZkError::with_reason(ErrorCode::BadArguments, "", "Connect may only be the first message"),
             },
             Ok(None) => break,
@@ -143,7 +141,6 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
             }
         };
         handle.stats.received();
-        let _ = arrived_tx.send(Instant::now());
         if handle.events.send(event).await.is_err() {
             break;
         }
@@ -157,4 +154,9 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
         let message = format!("malformed request, the stream ends (the session can be resumed): {reason}");
         let _ = out.send(Ok(closing(ErrorCode::MarshallingError, &message))).await;
     }
+}
+
+/// A gRPC reply needs nothing back but the arrival time (latency statistics).
+fn arrived_now() -> Echo {
+    Echo { shape: None, arrived: Some(Instant::now()) }
 }

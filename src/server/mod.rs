@@ -17,11 +17,11 @@ pub mod transport;
 use crate::error::ErrorCode;
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::op::Op;
-use crate::replica::{self, ClientMessage, ConnId, ConnectRequest, Counters, Input, Output, Replica};
+use crate::replica::{self, ClientMessage, ConnId, ConnectRequest, Counters, Echo, Input, Output, Replica};
 use crate::storage::Storage;
 use crate::tree::acl::Id;
 use crate::tree::snapshot;
-use crate::zab::{Message, Role, Status};
+use crate::zab::{Io, Message, Role, Status};
 use bytes::Bytes;
 use config::ServerConfig;
 use std::collections::HashMap;
@@ -85,8 +85,8 @@ pub enum Event {
         conn: ConnId,
         /// Client xid.
         xid: i32,
-        /// Front-end tag.
-        tag: i32,
+        /// Handed back with the reply.
+        echo: Echo,
         /// The op.
         op: Op,
     },
@@ -96,8 +96,8 @@ pub enum Event {
         conn: ConnId,
         /// Client xid.
         xid: i32,
-        /// Front-end tag.
-        tag: i32,
+        /// Handed back with the reply.
+        echo: Echo,
         /// The error to answer.
         error: crate::error::ZkError,
     },
@@ -472,8 +472,8 @@ impl Owner {
                 let new_password = Bytes::from(rand::random::<[u8; 16]>().to_vec());
                 Input::Connect { conn, request, new_password, identities }
             }
-            Event::Request { conn, xid, tag, op } => Input::Request { conn, xid, tag, op },
-            Event::BadRequest { conn, xid, tag, error } => Input::BadRequest { conn, xid, tag, error },
+            Event::Request { conn, xid, echo, op } => Input::Request { conn, xid, echo, op },
+            Event::BadRequest { conn, xid, echo, error } => Input::BadRequest { conn, xid, echo, error },
             Event::Disconnect { conn } => {
                 // Messages produced earlier in this turn still go out; the
                 // sender is dropped once the turn's outputs are carried out.
@@ -545,8 +545,8 @@ impl Owner {
             let mut stuck = Vec::new();
             for output in outputs {
                 match output {
-                    Output::Send { to, msg } => self.transport.send(to, msg),
-                    Output::Persist { seq, op } => batch.push((seq, op)),
+                    Output::Zab(Io::Send { to, msg }) => self.transport.send(to, msg),
+                    Output::Zab(Io::Persist { seq, op }) => batch.push((seq, op)),
                     Output::Client { conn, msg } => {
                         if !self.deliver(conn, msg) {
                             stuck.push(conn);
@@ -632,7 +632,7 @@ impl Owner {
         }
         let mut batch = Vec::new();
         for output in self.replica.take_outputs() {
-            if let Output::Persist { seq, op } = output {
+            if let Output::Zab(Io::Persist { seq, op }) = output {
                 batch.push((seq, op));
             }
         }

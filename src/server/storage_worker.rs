@@ -8,7 +8,8 @@
 //! async threads, and a slow disk never delays heartbeats.
 
 use super::Event;
-use crate::storage::{Storage, StorageOp};
+use crate::storage::Storage;
+use crate::zab::StorageOp;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 

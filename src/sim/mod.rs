@@ -21,7 +21,7 @@ use crate::replica::{self, AppliedRecord, Input, Output, Replica};
 use crate::storage::mem_store::MemStorage;
 use crate::storage::Storage;
 use crate::tree::snapshot;
-use crate::zab::Role;
+use crate::zab::{Io, Role};
 use invariants::{Oracle, Violation};
 use network::{Faults, Network};
 use rand::rngs::StdRng;
@@ -365,8 +365,8 @@ impl Simulation {
             let faults = self.faults(self.heal_at.is_some());
             for output in outputs {
                 match output {
-                    Output::Send { to, msg } => self.net.send(&mut self.rng, faults, now, id, to, msg),
-                    Output::Persist { seq, op } => {
+                    Output::Zab(Io::Send { to, msg }) => self.net.send(&mut self.rng, faults, now, id, to, msg),
+                    Output::Zab(Io::Persist { seq, op }) => {
                         let node = self.nodes.get_mut(&id).expect("node exists");
                         node.storage
                             .apply(&[op])

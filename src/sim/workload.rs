@@ -8,7 +8,7 @@ use super::invariants::Violation;
 use crate::error::ErrorCode;
 use crate::ids::{ServerId, SessionId, Zxid};
 use crate::op::Op;
-use crate::replica::{ClientMessage, ConnId, ConnectRequest, Input};
+use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
 use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::CreateMode;
 use bytes::Bytes;
@@ -53,7 +53,7 @@ impl Action {
                     identities: vec![Id::new("ip", "127.0.0.1")],
                 },
             ),
-            Action::Request { node, conn, xid, op } => (node, Input::Request { conn, xid, tag: 0, op }),
+            Action::Request { node, conn, xid, op } => (node, Input::Request { conn, xid, echo: Echo::default(), op }),
         }
     }
 }

@@ -4,11 +4,12 @@
 
 use super::mem_store::MemStorage;
 use super::sled_store::{self, SledStorage};
-use super::{Recovered, Storage, StorageError, StorageOp};
+use super::{Recovered, Storage, StorageError};
 use crate::ids::{SessionId, Zxid};
 use crate::tree::acl::Acl;
 use crate::tree::{snapshot, DataTree, TreeState};
 use crate::txn::{Entry, Txn, TxnBody};
+use crate::zab::StorageOp;
 use bytes::Bytes;
 
 /// A store under test and what a test can do to it from outside.

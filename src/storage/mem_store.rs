@@ -5,11 +5,12 @@
 //! harshest loss sled's contract allows).
 
 use super::recovery::{self, Source};
-use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError, StorageOp};
+use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot;
 use crate::tree::TreeState;
 use crate::txn::{Entry, Txn};
+use crate::zab::StorageOp;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

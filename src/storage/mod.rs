@@ -18,63 +18,13 @@ mod conformance;
 #[cfg(test)]
 mod replay_props;
 
-use crate::ids::{Epoch, Zxid};
+use crate::ids::Zxid;
+pub use crate::replica::Recovered;
 use crate::tree::snapshot::SnapshotError;
-use crate::tree::TreeState;
 use crate::txn::codec::CodecError;
 use crate::txn::Entry;
+use crate::zab::StorageOp;
 use bytes::Bytes;
-
-/// One change to durable state, in the order the consensus core asked for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StorageOp {
-    /// Append entries after the current last one (zxids strictly increase).
-    Append(Vec<Entry>),
-    /// Drop every log entry with a zxid greater than this.
-    TruncateAfter(Zxid),
-    /// Record the epoch this replica last promised (Zab's acceptedEpoch).
-    SetAcceptedEpoch(Epoch),
-    /// Record the epoch whose NEWLEADER this replica acknowledged (currentEpoch).
-    SetCurrentEpoch(Epoch),
-    /// Replace all state with a leader's snapshot at `zxid` (SNAP sync): the
-    /// snapshot is stored and every log entry is dropped.
-    InstallSnapshot {
-        /// The zxid the snapshot reflects.
-        zxid: Zxid,
-        /// The serialized tree (`tree::snapshot` chunks).
-        chunks: Vec<Bytes>,
-    },
-}
-
-/// What a replica finds on disk at start.
-#[derive(Clone, Debug)]
-pub struct Recovered {
-    /// acceptedEpoch (0 on a fresh replica).
-    pub accepted_epoch: Epoch,
-    /// currentEpoch (0 on a fresh replica).
-    pub current_epoch: Epoch,
-    /// The newest valid snapshot, if any (its zxid is `state.last_zxid()`).
-    pub snapshot: Option<TreeState>,
-    /// Every log entry after the snapshot's zxid (after zero when none), in order.
-    pub log: Vec<Entry>,
-}
-
-impl Recovered {
-    /// The state of a replica that has never run.
-    pub fn fresh() -> Recovered {
-        Recovered { accepted_epoch: 0, current_epoch: 0, snapshot: None, log: Vec::new() }
-    }
-
-    /// The zxid of the snapshot, zero when none.
-    pub fn snapshot_zxid(&self) -> Zxid {
-        self.snapshot.as_ref().map_or(Zxid::ZERO, TreeState::last_zxid)
-    }
-
-    /// The last zxid on disk (log, else snapshot).
-    pub fn last_zxid(&self) -> Zxid {
-        self.log.last().map_or(self.snapshot_zxid(), |e| e.zxid)
-    }
-}
 
 /// A stored snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

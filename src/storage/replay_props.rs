@@ -7,7 +7,7 @@
 
 use super::mem_store::MemStorage;
 use super::sled_store::SledStorage;
-use super::{Recovered, Storage, StorageOp};
+use super::{Recovered, Storage};
 use crate::ids::{SessionId, Zxid};
 use crate::op::Op;
 use crate::tree::acl::{self, Acl, Id};
@@ -15,6 +15,7 @@ use crate::tree::prepare::{Context, Limits, PendingChanges};
 use crate::tree::stat::CreateMode;
 use crate::tree::{path, snapshot, DataTree, TreeState};
 use crate::txn::{Entry, Txn, TxnBody};
+use crate::zab::StorageOp;
 use bytes::Bytes;
 use proptest::prelude::*;
 

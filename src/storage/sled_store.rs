@@ -21,11 +21,12 @@
 //! a dropped handle releases its file lock only shortly after the drop.
 
 use super::recovery::{self, Source};
-use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError, StorageOp};
+use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot::Reader;
 use crate::tree::TreeState;
 use crate::txn::{codec, Entry};
+use crate::zab::StorageOp;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sled::transaction::{TransactionError, Transactional};

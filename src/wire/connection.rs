@@ -1,21 +1,21 @@
 //! One ZooKeeper client connection: a reader that turns frames into requests
 //! for the replica, and a writer that turns the replica's messages into frames.
 //!
-//! The replica answers a connection's requests strictly in order, so the
-//! reader hands the writer each request's reply shape (and arrival time) in
-//! the same order, through a queue; the writer pairs them with the replies.
+//! Each request carries its reply shape (and arrival time) to the replica in
+//! an [`Echo`], which comes back with the reply, so the writer encodes each
+//! reply from what it carries.
 //! Watch events travel on the same ordered channel as replies, which is what
 //! lets a client see an event before any later read that observes its change.
 //! A frame over the limit or a header that cannot be read closes this
 //! connection only, with a log line; every other connection carries on.
 
-use super::codec::{self, Decoded, ReplyShape};
+use super::codec::{self, Decoded};
 use super::four_letter::four_letter_word;
 use super::frame::{check_frame, FrameStatus, LEN_PREFIX};
 use super::opcode::OpCode;
 use super::records::ConnectResponse;
 use crate::error::{ErrorCode, ZkError};
-use crate::replica::{ClientMessage, ConnectRequest};
+use crate::replica::{ClientMessage, ConnectRequest, Echo};
 use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
 use bytes::{Buf, BytesMut};
@@ -30,14 +30,6 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 /// Bytes a frame may carry beyond the largest node data (paths, ACLs, headers).
 pub const FRAME_SLACK: usize = 64 * 1024;
-
-/// How the writer must answer one request, in request order.
-struct Pending {
-    xid: i32,
-    /// `None`: a request the reader rejected, answered header-only.
-    shape: Option<ReplyShape>,
-    arrived: Instant,
-}
 
 /// Serves one accepted socket until either side closes it.
 pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mut stop: watch::Receiver<bool>) {
@@ -87,13 +79,12 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
 
     let conn = handle.next_conn();
     let (tx, rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
-    let (pending_tx, pending_rx) = mpsc::unbounded_channel::<Pending>();
     // One permit per request in flight: the writer gives it back with the reply.
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     // Fused: the reader waits on the writer from several places, and a
     // finished JoinHandle polled again makes tokio panic.
     let mut writer_task =
-        tokio::spawn(write_loop(writer, rx, pending_rx, connect.clone(), handle.clone(), in_flight.clone())).fuse();
+        tokio::spawn(write_loop(writer, rx, connect.clone(), handle.clone(), in_flight.clone())).fuse();
     let request = ConnectRequest {
         session_id: connect.session_id,
         password: connect.passwd.clone(),
@@ -121,26 +112,22 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
                     }
                     let decoded = codec::decode_request(payload);
                     buf.advance(consumed);
+                    let arrived = Some(Instant::now());
+                    // No shape: the reply is header-only.
+                    let header_only = Echo { shape: None, arrived };
                     let event = match decoded {
                         Ok(Decoded::Request(r)) => {
-                            let _ =
-                                pending_tx.send(Pending { xid: r.xid, shape: Some(r.shape), arrived: Instant::now() });
-                            Event::Request { conn, xid: r.xid, tag: 0, op: r.op }
+                            let echo = Echo { shape: Some(r.shape), arrived };
+                            Event::Request { conn, xid: r.xid, echo, op: r.op }
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {
                             tracing::debug!(%peer, xid, error = %error, "rejected request");
-                            let _ = pending_tx.send(Pending { xid, shape: None, arrived: Instant::now() });
-                            Event::BadRequest {
-                                conn,
-                                xid,
-                                tag: 0,
-                                error: ZkError::with_reason(code, "", error.to_string()),
-                            }
+                            let error = ZkError::with_reason(code, "", error.to_string());
+                            Event::BadRequest { conn, xid, echo: header_only, error }
                         }
                         Ok(Decoded::Unsupported { xid, opcode, code }) => {
                             tracing::debug!(%peer, xid, opcode, "unsupported opcode");
-                            let _ = pending_tx.send(Pending { xid, shape: None, arrived: Instant::now() });
-                            Event::BadRequest { conn, xid, tag: 0, error: ZkError::new(code, "") }
+                            Event::BadRequest { conn, xid, echo: header_only, error: ZkError::new(code, "") }
                         }
                         Err(e) => {
                             tracing::info!(%peer, error = %e, "unreadable request header; closing this connection");
@@ -179,17 +166,16 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
 async fn write_loop(
     mut socket: OwnedWriteHalf,
     mut rx: mpsc::Receiver<ClientMessage>,
-    mut pending: mpsc::UnboundedReceiver<Pending>,
     connect: super::records::ConnectRequest,
     handle: ServerHandle,
     in_flight: Arc<Semaphore>,
 ) {
     let mut out = Vec::with_capacity(8 * 1024);
     while let Some(first) = rx.recv().await {
-        let mut close = encode(first, &mut out, &mut pending, &connect, &handle, &in_flight).await;
+        let mut close = encode(first, &mut out, &connect, &handle, &in_flight);
         while !close {
             match rx.try_recv() {
-                Ok(msg) => close = encode(msg, &mut out, &mut pending, &connect, &handle, &in_flight).await,
+                Ok(msg) => close = encode(msg, &mut out, &connect, &handle, &in_flight),
                 Err(_) => break,
             }
         }
@@ -206,10 +192,9 @@ async fn write_loop(
 }
 
 /// Appends the frame(s) for one message; true when the connection must close after them.
-async fn encode(
+fn encode(
     msg: ClientMessage,
     out: &mut Vec<u8>,
-    pending: &mut mpsc::UnboundedReceiver<Pending>,
     connect: &super::records::ConnectRequest,
     handle: &ServerHandle,
     in_flight: &Semaphore,
@@ -230,15 +215,12 @@ async fn encode(
             }
             true
         }
-        ClientMessage::Reply { xid, zxid, reply, .. } => {
-            let Some(p) = pending.recv().await else { return true };
+        ClientMessage::Reply { xid, echo, zxid, reply } => {
             in_flight.add_permits(1);
-            if p.xid != xid {
-                tracing::error!(expected = p.xid, got = xid, "reply out of order; closing the connection");
-                return true;
+            if let Some(arrived) = echo.arrived {
+                handle.stats.latency(arrived.elapsed());
             }
-            handle.stats.latency(p.arrived.elapsed());
-            match p.shape {
+            match echo.shape {
                 Some(shape) => {
                     let auth_failed = shape.opcode == OpCode::Auth && reply.is_err();
                     codec::encode_reply_into(out, xid, zxid.as_i64(), &shape, &reply);

@@ -10,9 +10,9 @@
 //! goes back to election to be synced afresh.
 
 use super::log::Log;
+use super::StorageOp;
 use super::{Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::storage::StorageOp;
 use crate::txn::Entry;
 use bytes::Bytes;
 
@@ -168,15 +168,14 @@ impl Peer {
         f.epoch = epoch;
         f.stage = Stage::AwaitingSync;
         let leader = f.leader;
-        let reply =
-            Action::Send { to: leader, msg: Message::AckEpoch { epoch, acked, current_epoch, last_zxid, summary } };
+        let reply = Message::AckEpoch { epoch, acked, current_epoch, last_zxid, summary };
         if acked {
             // Promise the epoch durably before saying so.
             self.accepted_epoch = epoch;
             let seq = self.persist(StorageOp::SetAcceptedEpoch(epoch));
-            self.after_durable(seq, reply);
+            self.after_durable(seq, leader, reply);
         } else {
-            self.outbox.push(reply);
+            self.send(leader, reply);
         }
     }
 
@@ -292,7 +291,7 @@ impl Peer {
         let seq = self.persist(StorageOp::Append(fresh));
         // During synchronization the whole history is acknowledged by ACK(NEWLEADER).
         if matches!(stage, Stage::AwaitingUpToDate | Stage::Broadcast) {
-            self.after_durable(seq, Action::Send { to: leader, msg: Message::Ack { epoch, zxid: last } });
+            self.after_durable(seq, leader, Message::Ack { epoch, zxid: last });
         }
         self.apply_leader_commits();
     }
@@ -324,7 +323,7 @@ impl Peer {
         }
         self.current_epoch = epoch;
         let seq = self.persist(StorageOp::SetCurrentEpoch(epoch));
-        self.after_durable(seq, Action::Send { to: leader, msg: Message::AckNewLeader { epoch, zxid } });
+        self.after_durable(seq, leader, Message::AckNewLeader { epoch, zxid });
     }
 
     fn on_up_to_date(&mut self, committed: Zxid) {

@@ -17,9 +17,9 @@
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
+use super::StorageOp;
 use super::{Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::storage::StorageOp;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

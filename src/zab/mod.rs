@@ -25,12 +25,12 @@ mod follower;
 mod leader;
 pub mod log;
 pub mod message;
+mod persist;
 
 #[cfg(test)]
 mod tests;
 
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::storage::StorageOp;
 use crate::txn::{Entry, Txn};
 use bytes::Bytes;
 use election::Election;
@@ -38,6 +38,7 @@ use follower::Follower;
 use leader::Leader;
 use log::Log;
 pub use message::{Message, PeerState, Vote};
+pub use persist::{Durable, StorageOp};
 use std::collections::VecDeque;
 
 /// Static settings of one peer.
@@ -81,19 +82,6 @@ impl Config {
     pub fn quorum(&self) -> usize {
         self.voters.len() / 2 + 1
     }
-}
-
-/// What a peer recovered from storage.
-#[derive(Clone, Debug, Default)]
-pub struct Durable {
-    /// acceptedEpoch.
-    pub accepted_epoch: Epoch,
-    /// currentEpoch.
-    pub current_epoch: Epoch,
-    /// The snapshot's zxid: the tree already reflects everything up to it.
-    pub snapshot_zxid: Zxid,
-    /// Log entries after the snapshot.
-    pub entries: Vec<Entry>,
 }
 
 /// Something that happened to the peer.
@@ -145,9 +133,10 @@ pub struct Status {
     pub serving: bool,
 }
 
-/// Something the runtime must do, in order.
+/// What the runtime carries out for Zab, untouched by the rest of the
+/// replica: messages to other members and operations to make durable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub enum Io {
     /// Send a message (lossy: the protocol tolerates drops).
     Send {
         /// The receiver.
@@ -162,6 +151,13 @@ pub enum Action {
         /// The operation.
         op: StorageOp,
     },
+}
+
+/// Something the replica must do, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// For the runtime: send or persist.
+    Io(Io),
     /// These entries are committed: apply them to the tree, in order.
     Commit {
         /// The entries.
@@ -237,8 +233,8 @@ pub struct Peer {
     appends_in_flight: VecDeque<(u64, Zxid)>,
     /// The highest zxid known durable in the local log.
     durable_zxid: Zxid,
-    /// Actions waiting for a storage operation to be durable.
-    deferred: VecDeque<(u64, Action)>,
+    /// Messages waiting for a storage operation to be durable.
+    deferred: VecDeque<(u64, ServerId, Message)>,
     /// Proposals not yet handed to storage and followers (batched per turn).
     batch: Vec<Entry>,
     state: State,
@@ -423,7 +419,7 @@ impl Peer {
         if to == self.config.id {
             return;
         }
-        self.outbox.push(Action::Send { to, msg });
+        self.outbox.push(Action::Io(Io::Send { to, msg }));
     }
 
     fn broadcast_to_voters(&mut self, msg: Message) {
@@ -441,16 +437,16 @@ impl Peer {
                 self.appends_in_flight.push_back((seq, last.zxid));
             }
         }
-        self.outbox.push(Action::Persist { seq, op });
+        self.outbox.push(Action::Io(Io::Persist { seq, op }));
         seq
     }
 
-    /// Queues an action until storage operation `seq` is durable.
-    fn after_durable(&mut self, seq: u64, action: Action) {
+    /// Sends `msg` once storage operation `seq` is durable (it promises what that made durable).
+    fn after_durable(&mut self, seq: u64, to: ServerId, msg: Message) {
         if seq <= self.durable_seq {
-            self.outbox.push(action);
+            self.send(to, msg);
         } else {
-            self.deferred.push_back((seq, action));
+            self.deferred.push_back((seq, to, msg));
         }
     }
 
@@ -483,9 +479,9 @@ impl Peer {
             self.appends_in_flight.pop_front();
             self.durable_zxid = self.durable_zxid.max(zxid);
         }
-        while self.deferred.front().is_some_and(|(s, _)| *s <= seq) {
-            if let Some((_, action)) = self.deferred.pop_front() {
-                self.outbox.push(action);
+        while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
+            if let Some((_, to, msg)) = self.deferred.pop_front() {
+                self.send(to, msg);
             }
         }
         match &self.state {
@@ -569,7 +565,7 @@ impl Peer {
             self.persist(StorageOp::Append(entries));
         }
         // Deferred messages belonged to the old role.
-        self.deferred.retain(|(_, action)| !matches!(action, Action::Send { .. }));
+        self.deferred.clear();
         self.round += 1;
         self.decided = None;
         let election = Election::new(self.own_vote(), self.config.id, self.now);

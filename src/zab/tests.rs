@@ -65,8 +65,8 @@ impl Cluster {
             let mut max_seq = 0;
             for action in actions {
                 match action {
-                    Action::Send { to, msg } => self.queue.push_back((id, to, msg)),
-                    Action::Persist { seq, op } => {
+                    Action::Io(Io::Send { to, msg }) => self.queue.push_back((id, to, msg)),
+                    Action::Io(Io::Persist { seq, op }) => {
                         max_seq = seq;
                         let d = &mut self.nodes.get_mut(&id).unwrap().durable;
                         match op {
@@ -191,7 +191,7 @@ fn proposal_is_not_committed_before_it_is_durable() {
     for _ in 0..4 {
         let actions = peer.take_actions();
         if let Some(seq) = actions.iter().rev().find_map(|a| match a {
-            Action::Persist { seq, .. } => Some(*seq),
+            Action::Io(Io::Persist { seq, .. }) => Some(*seq),
             _ => None,
         }) {
             peer.handle(Input::Persisted { seq });
@@ -201,7 +201,7 @@ fn proposal_is_not_committed_before_it_is_durable() {
     let zxid = peer.propose(txn(1)).unwrap();
     let actions = peer.take_actions();
     assert_eq!(actions.len(), 1, "{actions:?}");
-    let Action::Persist { seq, op: StorageOp::Append(entries) } = &actions[0] else { panic!("{actions:?}") };
+    let Action::Io(Io::Persist { seq, op: StorageOp::Append(entries) }) = &actions[0] else { panic!("{actions:?}") };
     assert_eq!(entries[0].zxid, zxid);
     peer.handle(Input::Persisted { seq: *seq });
     let actions = peer.take_actions();
@@ -221,11 +221,11 @@ fn follower_promises_epoch_only_once_durable() {
     peer.take_actions();
     peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch: 1 } });
     let actions = peer.take_actions();
-    assert_eq!(actions, vec![Action::Persist { seq: 1, op: StorageOp::SetAcceptedEpoch(1) }]);
+    assert_eq!(actions, vec![Action::Io(Io::Persist { seq: 1, op: StorageOp::SetAcceptedEpoch(1) })]);
     peer.handle(Input::Persisted { seq: 1 });
     let actions = peer.take_actions();
     assert!(
-        matches!(&actions[..], [Action::Send { to: 3, msg: Message::AckEpoch { epoch: 1, acked: true, .. } }]),
+        matches!(&actions[..], [Action::Io(Io::Send { to: 3, msg: Message::AckEpoch { epoch: 1, acked: true, .. } })]),
         "{actions:?}"
     );
 }
@@ -425,14 +425,14 @@ fn t90_interrupted_snap_sync_loses_nothing() {
     peer.handle(Input::Message { from: 3, msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![] } });
     let actions = peer.take_actions();
     assert!(
-        actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Persist { .. })),
+        actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Io(Io::Persist { .. }))),
         "{actions:?}"
     );
     peer.handle(Input::Message { from: 3, msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 5) } });
     assert_eq!(peer.status().role, Role::Looking, "the sync cannot complete");
     let actions = peer.take_actions();
     assert!(
-        actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Persist { .. })),
+        actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Io(Io::Persist { .. }))),
         "{actions:?}"
     );
     assert_eq!(peer.last_logged(), Zxid::new(1, 5), "every entry is still held");
@@ -459,7 +459,7 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     let ops: Vec<&StorageOp> = actions
         .iter()
         .filter_map(|a| match a {
-            Action::Persist { op, .. } => Some(op),
+            Action::Io(Io::Persist { op, .. }) => Some(op),
             _ => None,
         })
         .collect();

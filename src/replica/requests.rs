@@ -1,0 +1,195 @@
+//! A connection's requests on their way through the replica: queued in
+//! order, reads answered here, writes and syncs started toward the leader,
+//! replies sent as they become ready.
+
+use super::forward::{self, ToLeader, Write};
+use super::{reads, ClientMessage, ConnId, Echo, Replica};
+use crate::error::{ErrorCode, ZkError};
+use crate::ids::{SessionId, Zxid};
+use crate::op::{Op, OpResult, Reply};
+use crate::session::Start;
+use crate::tree::acl;
+use crate::tree::prepare;
+
+impl Replica {
+    pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op) {
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        // Malformed writes fail here with a precise reason and no round trip;
+        // the reply still waits its turn in the queue.
+        let refused = match prepare::validate(&op, &c.identities, self.config.limits) {
+            Err(e) if op.is_write() => Some(e),
+            _ => None,
+        };
+        c.queue.push(xid, echo, op, refused);
+        // Requests sent before the session is attached wait in the queue.
+        let Some(session) = c.session() else { return };
+        self.touch(session);
+        self.advance(conn);
+    }
+
+    pub(super) fn on_bad_request(&mut self, conn: ConnId, xid: i32, echo: Echo, error: ZkError) {
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        c.queue.push(xid, echo, Op::Ping, Some(error));
+        self.advance(conn);
+    }
+
+    /// Moves a connection's queue as far as it goes now: completes syncs the
+    /// tree has reached, starts writes and syncs that may start, answers the
+    /// read at the front, and sends every reply that is ready, in order.
+    pub(super) fn advance(&mut self, conn: ConnId) {
+        loop {
+            let applied = self.tree.last_zxid();
+            let Some(c) = self.conns.get_mut(conn) else { return };
+            let Some(session) = c.session() else { return };
+            let waiting = c.queue.applied(applied);
+            let ids = &mut self.ids;
+            let started = c.queue.start(|| ids.cxid());
+            let identities = if started.is_empty() { Vec::new() } else { c.identities.clone() };
+            self.conns.set_waiting_apply(conn, waiting);
+            let mut moved = !started.is_empty();
+            for start in started {
+                self.submit(conn, session, start, &identities);
+            }
+            moved |= self.answer_read(conn, session);
+            match self.send_ready(conn) {
+                Sent::Closed => return,
+                Sent::Some => moved = true,
+                Sent::None => {}
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Sends a started write or sync on its way: to the leader's queue here,
+    /// or forwarded to the leader. Without a leader it fails at once.
+    fn submit(&mut self, conn: ConnId, session: SessionId, start: Start, identities: &[acl::Id]) {
+        let Start { cxid, op } = start;
+        if !self.status.serving {
+            if let Some(c) = self.conns.get_mut(conn) {
+                c.queue.complete(cxid, |_| Err(ZkError::new(ErrorCode::ConnectionLoss, "")));
+            }
+            return;
+        }
+        let me = self.me();
+        match (matches!(op, Op::Sync { .. }), self.leading()) {
+            (true, true) => self.prep.sync(session, cxid),
+            (true, false) => {
+                self.zab.forward(forward::encode(&ToLeader::Sync { session, cxid }));
+            }
+            (false, true) => self.prep.write(me, Write { session, cxid, op, identities: identities.to_vec() }),
+            (false, false) => {
+                let write = Write { session, cxid, op, identities: identities.to_vec() };
+                self.zab.forward(forward::encode(&ToLeader::Write(write)));
+            }
+        }
+    }
+
+    /// Answers the read at the front of the queue, if there is one; true if it did.
+    fn answer_read(&mut self, conn: ConnId, session: SessionId) -> bool {
+        let Some(c) = self.conns.get_mut(conn) else { return false };
+        let Some(op) = c.queue.read_at_front() else { return false };
+        let reply: Reply = match op {
+            Op::Auth { scheme, auth } => match acl::authenticate(scheme, auth) {
+                Ok(id) => {
+                    if !c.identities.contains(&id) {
+                        c.identities.push(id);
+                    }
+                    Ok(OpResult::Empty)
+                }
+                Err(e) => Err(ZkError::with_reason(ErrorCode::AuthFailed, "", e.to_string())),
+            },
+            op => {
+                let outcome = reads::execute(&mut self.tree, session, &c.identities, op);
+                for event in outcome.events {
+                    self.outputs.push(super::Output::Client { conn, msg: ClientMessage::Event(event) });
+                }
+                outcome.reply
+            }
+        };
+        c.queue.answer_front(reply);
+        true
+    }
+
+    /// Sends the replies at the front that are ready.
+    fn send_ready(&mut self, conn: ConnId) -> Sent {
+        let mut sent = Sent::None;
+        loop {
+            let Some(c) = self.conns.get_mut(conn) else { return Sent::Closed };
+            let Some(answered) = c.queue.pop_answered() else { return sent };
+            sent = Sent::Some;
+            let closes = matches!(answered.op, Op::CloseSession) && answered.reply.is_ok();
+            self.counters.requests += 1;
+            let zxid = self.tree.last_zxid();
+            let msg = ClientMessage::Reply { xid: answered.xid, echo: answered.echo, zxid, reply: answered.reply };
+            self.emit(conn, msg);
+            if closes {
+                self.close_conn(conn, ErrorCode::Ok, "session closed");
+                return Sent::Closed;
+            }
+        }
+    }
+
+    /// The leader answered a sync (or a revalidation) at `zxid`.
+    pub(super) fn sync_reached(&mut self, session: SessionId, cxid: i32, zxid: Zxid) {
+        // A connect revalidating its session (see connect.rs)?
+        if let Some(conn) = self.conns.revalidated(session, cxid, zxid) {
+            self.try_connect(conn);
+            return;
+        }
+        let Some(conn) = self.conns.of_session(session) else { return };
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        if c.queue.sync_answered(cxid, zxid) {
+            self.conns.set_waiting_apply(conn, true);
+        }
+        self.advance(conn);
+    }
+
+    /// Records a session's activity: the leader's tracker, or the next
+    /// report a follower sends it.
+    pub(super) fn touch(&mut self, session: SessionId) {
+        if self.leading() {
+            self.prep.touch(session, self.clock.ticks);
+        } else {
+            self.touched.insert(session);
+        }
+    }
+}
+
+/// What [`Replica::send_ready`] did.
+enum Sent {
+    /// Nothing was ready.
+    None,
+    /// Some replies went out.
+    Some,
+    /// The connection closed (its session ended).
+    Closed,
+}
+
+impl Replica {
+    /// Leader: a follower forwarded something.
+    pub(super) fn on_forwarded(&mut self, from: crate::ids::ServerId, payload: &[u8]) {
+        let msg: ToLeader = match forward::decode(payload) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(id = self.me(), from, error = %e, "dropping malformed forwarded request");
+                return;
+            }
+        };
+        let me = self.me();
+        if let Some(moved) = self.prep.forwarded(me, from, msg, self.clock.ticks) {
+            if let Some(old) = self.conns.of_session(moved) {
+                self.close_conn(old, ErrorCode::SessionMoved, "the session reconnected elsewhere");
+            }
+        }
+    }
+
+    /// Follower: the leader answered a sync.
+    pub(super) fn on_replied(&mut self, payload: &[u8]) {
+        match forward::decode::<forward::ToFollower>(payload) {
+            Ok(forward::ToFollower::SyncDone { session, cxid, zxid }) => self.sync_reached(session, cxid, zxid),
+            Err(e) => tracing::warn!(id = self.me(), error = %e, "dropping malformed leader reply"),
+        }
+    }
+}
