@@ -11,7 +11,10 @@
 //! - [`recipes`]: locks, leader election, barriers, queues and counters on the client.
 
 pub mod client;
+pub mod config;
 pub mod error;
+pub mod frontend;
+pub mod handle;
 pub mod ids;
 pub mod op;
 pub mod recipes;

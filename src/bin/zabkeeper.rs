@@ -4,7 +4,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use zabkeeper::server::config::ServerConfig;
+use zabkeeper::config::ServerConfig;
 use zabkeeper::server::serve::serve;
 use zabkeeper::storage::sled_store::SledStorage;
 

@@ -5,10 +5,10 @@
 //! (as `kill -9` would), and with an in-memory disk that survives restarts.
 
 use crate::client::{Client, ClientOptions};
+use crate::config::ServerConfig;
 use crate::ids::{Epoch, Zxid};
 use crate::proto::client::zab_keeper_server::ZabKeeperServer;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
-use crate::server::config::ServerConfig;
 use crate::storage::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
 use crate::testing::free_port;
 use crate::txn::Entry;

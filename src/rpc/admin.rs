@@ -1,10 +1,9 @@
 //! The operator API (`proto/admin.proto`): a replica's role and position, and
 //! a view into its transaction log and snapshots.
 
+use crate::handle::{Event, Handle, Query};
 use crate::ids::Zxid;
 use crate::proto::admin as pb;
-use crate::server::{Event, Query, ServerHandle};
-use crate::zab::Role;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
@@ -13,12 +12,12 @@ pub const MAX_LOG_ENTRIES: u32 = 10_000;
 
 /// Serves the admin API.
 pub struct AdminService {
-    handle: ServerHandle,
+    handle: Handle,
 }
 
 impl AdminService {
     /// A service in front of `handle`'s replica.
-    pub fn new(handle: ServerHandle) -> AdminService {
+    pub fn new(handle: Handle) -> AdminService {
         AdminService { handle }
     }
 }
@@ -31,16 +30,6 @@ fn storage_error(e: crate::storage::StorageError) -> Status {
     Status::internal(format!("storage: {e}"))
 }
 
-/// The name ZooKeeper's `srvr` prints for a role.
-pub fn role_name(role: Role, standalone: bool) -> &'static str {
-    match (role, standalone) {
-        (Role::Leading, true) => "standalone",
-        (Role::Leading, false) => "leader",
-        (Role::Following, _) => "follower",
-        (Role::Looking, _) => "looking",
-    }
-}
-
 #[tonic::async_trait]
 impl pb::admin_server::Admin for AdminService {
     async fn status(&self, _: Request<pb::StatusRequest>) -> Result<Response<pb::StatusReply>, Status> {
@@ -48,7 +37,7 @@ impl pb::admin_server::Admin for AdminService {
         let last_snapshot_zxid = self.handle.storage.snapshots().map_err(storage_error)?.last().map_or(0, |s| s.zxid.0);
         Ok(Response::new(pb::StatusReply {
             server_id: r.id,
-            role: role_name(r.status.role, self.handle.config.standalone()).into(),
+            role: r.status.role.name(self.handle.config.standalone()).into(),
             leader_id: r.status.leader.unwrap_or(0),
             accepted_epoch: r.accepted_epoch,
             current_epoch: r.current_epoch,

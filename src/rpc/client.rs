@@ -3,14 +3,15 @@
 
 use super::client_convert::{client_message_to_pb, op_from_pb};
 use crate::error::{ErrorCode, ZkError};
+use crate::frontend::{Outbox, Session};
+use crate::handle::Handle;
+use crate::ids::ServerId;
 use crate::proto::client as pb;
-use crate::replica::{ClientMessage, ConnectRequest, Echo};
-use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
+use crate::replica::{ConnectRequest, Echo};
 use crate::tree::acl::Id;
 use bytes::Bytes;
-use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -20,12 +21,12 @@ pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024 * 1024;
 
 /// Serves client sessions.
 pub struct ClientService {
-    handle: ServerHandle,
+    handle: Handle,
 }
 
 impl ClientService {
     /// A service in front of `handle`'s replica.
-    pub fn new(handle: ServerHandle) -> ClientService {
+    pub fn new(handle: Handle) -> ClientService {
         ClientService { handle }
     }
 }
@@ -55,7 +56,7 @@ impl pb::zab_keeper_server::ZabKeeper for ClientService {
     }
 }
 
-async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>, out: Outgoing, identities: Vec<Id>) {
+async fn serve(handle: Handle, mut incoming: Streaming<pb::ClientMessage>, out: Outgoing, identities: Vec<Id>) {
     let connect = match incoming.message().await {
         Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Connect(c)) })) => c,
         Ok(Some(_)) => {
@@ -69,83 +70,55 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
             return;
         }
     };
-    let conn = handle.next_conn();
-    let server_id = handle.config.id;
-    let (tx, mut rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
-    // One permit per request in flight: the writer gives it back with the reply.
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    let replied = in_flight.clone();
-    // Writer: the replica's messages, in order, until it closes the session.
-    let writer_out = out.clone();
-    let stats = handle.stats.clone();
-    let mut writer = tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            stats.sent();
-            if let ClientMessage::Reply { echo, .. } = &msg {
-                replied.add_permits(1);
-                if let Some(arrived) = echo.arrived {
-                    stats.latency(arrived.elapsed());
-                }
-            }
-            let last = matches!(msg, ClientMessage::Close { .. } | ClientMessage::ConnectFailed { .. });
-            if writer_out.send(Ok(client_message_to_pb(server_id, msg))).await.is_err() || last {
-                break;
-            }
-        }
-    });
     let request = ConnectRequest {
         session_id: connect.session_id,
         password: Bytes::from(connect.password),
         timeout_ms: connect.timeout_ms,
         last_zxid_seen: connect.last_zxid_seen,
     };
-    if handle.events.send(Event::Connect { conn, request, identities, tx }).await.is_err() {
-        return;
-    }
+    let Some((session, outbox)) = Session::open(&handle, request, identities).await else { return };
+    let mut writer = tokio::spawn(write_loop(outbox, out.clone(), handle.config.id));
     let mut broken: Option<String> = None;
     loop {
         // Too many requests unanswered: stop reading until replies go out.
-        let permit = tokio::select! {
-            permit = in_flight.clone().acquire_owned() => permit,
+        let reserved = tokio::select! {
+            reserved = session.reserve() => reserved,
             _ = &mut writer => break,
         };
-        match permit {
-            Ok(p) => p.forget(),
-            Err(_) => break,
+        if !reserved {
+            break;
         }
         let next = tokio::select! {
             next = incoming.message() => next,
             // The server ended the session (closed, expired, shutting down).
             _ = &mut writer => break,
         };
-        let event = match next {
+        let echo = Echo { shape: None, arrived: Some(Instant::now()) };
+        let delivered = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 match op_from_pb(r.op) {
-                    Ok(op) => Event::Request { conn, xid: r.xid, echo: arrived_now(), op },
-                    Err(error) => Event::BadRequest { conn, xid: r.xid, echo: arrived_now(), error },
+                    Ok(op) => session.request(r.xid, echo, op).await,
+                    Err(error) => session.bad_request(r.xid, echo, error).await,
                 }
             }
-            Ok(Some(_)) => Event::BadRequest {
-                conn,
-                xid: 0,
-                echo: Echo::default(),
-                error: ZkError::with_reason(ErrorCode::BadArguments, "", "Connect may only be the first message"),
-            },
+            Ok(Some(_)) => {
+                let error = ZkError::with_reason(ErrorCode::BadArguments, "", "Connect may only be the first message");
+                session.bad_request(0, echo, error).await
+            }
             Ok(None) => break,
             Err(status) => {
                 // An undecodable or oversized message: gRPC cannot go on with
                 // this stream, but the session lives on for the client to resume.
-                tracing::debug!(conn, error = %status, "client stream failed");
+                tracing::debug!(conn = session.conn(), error = %status, "client stream failed");
                 broken = Some(status.message().to_string());
                 break;
             }
         };
-        handle.stats.received();
-        if handle.events.send(event).await.is_err() {
+        if !delivered {
             break;
         }
     }
-    let _ = handle.events.send(Event::Disconnect { conn }).await;
+    session.close().await;
     if let Some(reason) = broken {
         // Let everything already answered go out first, then say why the stream ends.
         if !writer.is_finished() {
@@ -156,7 +129,12 @@ async fn serve(handle: ServerHandle, mut incoming: Streaming<pb::ClientMessage>,
     }
 }
 
-/// A gRPC reply needs nothing back but the arrival time (latency statistics).
-fn arrived_now() -> Echo {
-    Echo { shape: None, arrived: Some(Instant::now()) }
+/// The replica's messages, in order, until it closes the session.
+async fn write_loop(mut outbox: Outbox, out: Outgoing, server_id: ServerId) {
+    while let Some(msg) = outbox.recv().await {
+        let last = msg.is_last();
+        if out.send(Ok(client_message_to_pb(server_id, msg))).await.is_err() || last {
+            break;
+        }
+    }
 }

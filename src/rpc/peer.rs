@@ -1,53 +1,256 @@
-//! The gRPC service other replicas call: election notifications, and the
-//! `Follow` streams followers open to their leader.
+//! Zab traffic between members over gRPC (`proto/peer.proto`), both
+//! directions of every link in one place:
+//!
+//! * Election notifications go through one small task per peer that calls the
+//!   unary `Notify` RPC; a newer notification supersedes one not yet sent.
+//! * A follower opens one `Follow` stream to its leader and sends everything
+//!   for the leader on it; what the leader answers arrives on the same call.
+//! * A leader keeps the streams its followers opened ([`PeerService`]), one
+//!   per follower, and writes to each through a bounded queue drained by its
+//!   own task ([`Transport`]).
+//!
+//! Sends never block the owner task: queues are bounded and a full queue
+//! drops the stream (the follower then resynchronizes), as etcd's transport
+//! does. A broken stream is reported as `PeerDisconnected` at once, so a
+//! follower does not wait for a timeout to notice its leader died. A message
+//! from a non-member, or one that does not decode, closes that stream only.
 
-use super::peer_convert::{follower_from_pb, notification_from_pb};
+use super::peer_convert::{self, follower_from_pb, notification_from_pb, LeaderStreamDecoder};
+use crate::handle::Handle;
 use crate::ids::ServerId;
 use crate::proto::peer as pb;
-use crate::server::transport::{InboundRegistry, InboundStream};
-use crate::server::Event;
-use std::collections::HashSet;
+use crate::replica::Input;
+use crate::zab::{Message, Role, Status};
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::transport::Endpoint;
+use tonic::{Request, Response, Streaming};
+
+/// Both halves of this member's links: the sending side for the owner task,
+/// the gRPC service for other members to call.
+pub fn links(id: ServerId, addrs: HashMap<ServerId, SocketAddr>, handle: Handle) -> (Transport, PeerService) {
+    let inbound = Inbound::default();
+    let members: HashSet<ServerId> = addrs.keys().copied().collect();
+    let service = PeerService {
+        handle: handle.clone(),
+        inbound: inbound.clone(),
+        members: Arc::new(members),
+        next_stream: AtomicU64::new(1),
+    };
+    let transport = Transport { id, addrs, handle, notifiers: HashMap::new(), follow: None, inbound };
+    (transport, service)
+}
+
+/// Most messages queued toward one peer before the stream is dropped.
+const QUEUE: usize = 8192;
+/// Largest peer message accepted (a proposal batch or a snapshot chunk).
+pub const MAX_PEER_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// A follower's stream as the leader holds it.
+struct InboundStream {
+    /// Tells this stream apart from a newer one from the same follower.
+    stream_id: u64,
+    /// Batches of messages for the follower.
+    tx: mpsc::Sender<Vec<pb::LeaderMessage>>,
+}
+
+/// The followers' streams: the service registers them, the transport writes to them.
+type Inbound = Arc<Mutex<HashMap<ServerId, InboundStream>>>;
+
+struct FollowStream {
+    leader: ServerId,
+    tx: mpsc::Sender<pb::FollowerMessage>,
+    task: JoinHandle<()>,
+}
+
+/// The sending side of replica-to-replica traffic.
+pub struct Transport {
+    id: ServerId,
+    addrs: HashMap<ServerId, SocketAddr>,
+    handle: Handle,
+    notifiers: HashMap<ServerId, mpsc::Sender<pb::Notification>>,
+    follow: Option<FollowStream>,
+    inbound: Inbound,
+}
+
+fn endpoint(addr: SocketAddr) -> Endpoint {
+    Endpoint::from_shared(format!("http://{addr}"))
+        .expect("a socket address forms a valid URI")
+        .connect_timeout(Duration::from_millis(500))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(5))
+        .keep_alive_timeout(Duration::from_secs(5))
+}
+
+impl Transport {
+    /// Sends a message (lossy; never blocks).
+    pub fn send(&mut self, to: ServerId, msg: Message) {
+        if let Some(n) = peer_convert::notification_to_pb(self.id, &msg) {
+            self.notify(to, n);
+        } else if msg.is_from_leader() {
+            self.send_to_follower(to, &msg);
+        } else {
+            self.send_to_leader(to, &msg);
+        }
+    }
+
+    /// Adjusts streams to a role change.
+    pub fn on_status(&mut self, status: Status) {
+        let keep =
+            status.role == Role::Following && self.follow.as_ref().map(|f| Some(f.leader)) == Some(status.leader);
+        if !keep {
+            if let Some(f) = self.follow.take() {
+                f.task.abort();
+            }
+        }
+        if status.role != Role::Leading {
+            // Followers of a leader that stepped down learn it at once.
+            if let Ok(mut inbound) = self.inbound.lock() {
+                inbound.clear();
+            }
+        }
+    }
+
+    /// Closes every stream (the replica is stopping).
+    pub fn shut_down(&mut self) {
+        if let Some(f) = self.follow.take() {
+            f.task.abort();
+        }
+        if let Ok(mut inbound) = self.inbound.lock() {
+            inbound.clear();
+        }
+        self.notifiers.clear();
+    }
+
+    fn notify(&mut self, to: ServerId, n: pb::Notification) {
+        let Some(&addr) = self.addrs.get(&to) else { return };
+        let tx = self.notifiers.entry(to).or_insert_with(|| {
+            let (tx, rx) = mpsc::channel(64);
+            tokio::spawn(notifier(addr, rx));
+            tx
+        });
+        let _ = tx.try_send(n);
+    }
+
+    fn send_to_leader(&mut self, to: ServerId, msg: &Message) {
+        let pb = match peer_convert::follower_to_pb(self.id, msg) {
+            Ok(pb) => pb,
+            Err(e) => {
+                tracing::warn!(to, error = %e, "cannot send to leader");
+                return;
+            }
+        };
+        let reusable = self.follow.as_ref().is_some_and(|f| f.leader == to && !f.tx.is_closed());
+        if !reusable {
+            if let Some(old) = self.follow.take() {
+                old.task.abort();
+            }
+            let Some(&addr) = self.addrs.get(&to) else { return };
+            let (tx, rx) = mpsc::channel(QUEUE);
+            let task = tokio::spawn(follow(to, addr, rx, self.handle.clone()));
+            self.follow = Some(FollowStream { leader: to, tx, task });
+        }
+        if let Some(f) = &self.follow {
+            if f.tx.try_send(pb).is_err() {
+                tracing::warn!(leader = to, "queue to the leader is full; dropping the stream");
+                if let Some(f) = self.follow.take() {
+                    f.task.abort();
+                }
+            }
+        }
+    }
+
+    fn send_to_follower(&mut self, to: ServerId, msg: &Message) {
+        let batch = match peer_convert::leader_to_pb(self.id, msg) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(to, error = %e, "cannot send to follower");
+                return;
+            }
+        };
+        let Ok(mut inbound) = self.inbound.lock() else { return };
+        let Some(stream) = inbound.get(&to) else { return };
+        if stream.tx.try_send(batch).is_err() {
+            tracing::warn!(follower = to, "queue to the follower is full or closed; dropping its stream");
+            inbound.remove(&to);
+        }
+    }
+}
+
+async fn notifier(addr: SocketAddr, mut rx: mpsc::Receiver<pb::Notification>) {
+    let channel = endpoint(addr).timeout(Duration::from_secs(1)).connect_lazy();
+    let mut client = pb::peer_client::PeerClient::new(channel);
+    while let Some(mut n) = rx.recv().await {
+        // Only our latest state matters.
+        while let Ok(newer) = rx.try_recv() {
+            n = newer;
+        }
+        let _ = client.notify(n).await;
+    }
+}
+
+async fn follow(leader: ServerId, addr: SocketAddr, rx: mpsc::Receiver<pb::FollowerMessage>, handle: Handle) {
+    let outcome: Result<(), String> = async {
+        let channel = endpoint(addr).connect().await.map_err(|e| e.to_string())?;
+        let mut client = pb::peer_client::PeerClient::new(channel)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE);
+        let mut inbound = client.follow(ReceiverStream::new(rx)).await.map_err(|e| e.to_string())?.into_inner();
+        let mut decoder = LeaderStreamDecoder::default();
+        while let Some(m) = inbound.message().await.map_err(|e| e.to_string())? {
+            match decoder.decode(m) {
+                Ok(Some((_, msg))) => {
+                    if !handle.input(Input::Peer { from: leader, msg }).await {
+                        return Ok(());
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => return Err(format!("bad message from leader: {e}")),
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = outcome {
+        tracing::debug!(leader, error = %e, "stream to leader ended");
+    }
+    handle.input(Input::PeerDisconnected { peer: leader }).await;
+}
 
 /// Accepts traffic from the other members.
 pub struct PeerService {
-    events: mpsc::Sender<Event>,
-    inbound: InboundRegistry,
+    handle: Handle,
+    inbound: Inbound,
     members: Arc<HashSet<ServerId>>,
     next_stream: AtomicU64,
 }
 
-impl PeerService {
-    /// A service feeding `events`, registering follower streams in `inbound`.
-    pub fn new(events: mpsc::Sender<Event>, inbound: InboundRegistry, members: HashSet<ServerId>) -> PeerService {
-        PeerService { events, inbound, members: Arc::new(members), next_stream: AtomicU64::new(1) }
-    }
-}
-
 #[tonic::async_trait]
 impl pb::peer_server::Peer for PeerService {
-    async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, Status> {
+    async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
         let (from, msg) =
-            notification_from_pb(request.get_ref()).map_err(|e| Status::invalid_argument(e.to_string()))?;
+            notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
         if !self.members.contains(&from) {
-            return Err(Status::permission_denied(format!("server {from} is not a member of this ensemble")));
+            return Err(tonic::Status::permission_denied(format!("server {from} is not a member of this ensemble")));
         }
-        let _ = self.events.send(Event::Peer { from, msg }).await;
+        self.handle.input(Input::Peer { from, msg }).await;
         Ok(Response::new(pb::NotifyAck {}))
     }
 
-    type FollowStream = ReceiverStream<Result<pb::LeaderMessage, Status>>;
+    type FollowStream = ReceiverStream<Result<pb::LeaderMessage, tonic::Status>>;
 
     async fn follow(
         &self,
         request: Request<Streaming<pb::FollowerMessage>>,
-    ) -> Result<Response<Self::FollowStream>, Status> {
+    ) -> Result<Response<Self::FollowStream>, tonic::Status> {
         let mut incoming = request.into_inner();
-        let (out_tx, out_rx) = mpsc::channel::<Result<pb::LeaderMessage, Status>>(64);
+        let (out_tx, out_rx) = mpsc::channel::<Result<pb::LeaderMessage, tonic::Status>>(64);
         let (batch_tx, mut batch_rx) = mpsc::channel::<Vec<pb::LeaderMessage>>(8192);
         // Writer: batches from the owner task, in order, into the response stream.
         tokio::spawn(async move {
@@ -60,7 +263,7 @@ impl pb::peer_server::Peer for PeerService {
             }
         });
         let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let events = self.events.clone();
+        let handle = self.handle.clone();
         let inbound = self.inbound.clone();
         let members = self.members.clone();
         tokio::spawn(async move {
@@ -84,7 +287,7 @@ impl pb::peer_server::Peer for PeerService {
                         registry.insert(from, InboundStream { stream_id, tx });
                     }
                 }
-                if events.send(Event::Peer { from, msg }).await.is_err() {
+                if !handle.input(Input::Peer { from, msg }).await {
                     break;
                 }
             }
@@ -94,7 +297,7 @@ impl pb::peer_server::Peer for PeerService {
                         registry.remove(&f);
                     }
                 }
-                let _ = events.send(Event::PeerDisconnected { peer: f }).await;
+                handle.input(Input::PeerDisconnected { peer: f }).await;
             }
         });
         Ok(Response::new(ReceiverStream::new(out_rx)))

@@ -1,15 +1,14 @@
 //! Starting a whole replica: storage, the owner task, and every listener,
 //! until a shutdown signal; then a clean stop (clients told, log flushed).
 
-use super::config::ServerConfig;
 use super::{start, ServerError};
+use crate::config::ServerConfig;
 use crate::proto::{
     admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
 };
 use crate::rpc::admin::AdminService;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
-use crate::rpc::peer::PeerService;
-use crate::server::transport::MAX_PEER_MESSAGE;
+use crate::rpc::peer::MAX_PEER_MESSAGE;
 use crate::storage::Storage;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -54,7 +53,6 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
 ) -> Result<(), ServerError> {
     let me = config.me().clone();
-    let members = config.members.iter().map(|m| m.id).collect();
     // Bind everything first so a busy port fails fast with a clear message.
     let peer_listener = bind(me.peer_addr, "peer_addr").await?;
     let grpc_listener = bind(me.grpc_addr, "grpc_addr").await?;
@@ -89,10 +87,9 @@ pub async fn serve(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let peer = PeerService::new(handle.events.clone(), started.inbound.clone(), members);
     let peer_server = tonic::transport::Server::builder()
         .add_service(
-            PeerServer::new(peer)
+            PeerServer::new(started.peer_service)
                 .max_decoding_message_size(MAX_PEER_MESSAGE)
                 .max_encoding_message_size(MAX_PEER_MESSAGE),
         )
@@ -111,7 +108,7 @@ pub async fn serve(
         tasks.push(tokio::spawn(async move { admin_server.await.map_err(|e| e.to_string()) }));
     }
     if let Some(listener) = client_listener {
-        tasks.push(tokio::spawn(crate::wire::listener::run(listener, handle.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone())));
     }
     on_bound(bound);
 

@@ -7,7 +7,8 @@
 //! number it made durable. sled is synchronous, so this never runs on the
 //! async threads, and a slow disk never delays heartbeats.
 
-use super::Event;
+use crate::handle::Event;
+use crate::replica::Input;
 use crate::storage::Storage;
 use crate::zab::StorageOp;
 use std::sync::Arc;
@@ -33,7 +34,7 @@ pub fn spawn(
             let only_ops: Vec<StorageOp> = ops.into_iter().map(|(_, op)| op).collect();
             let outcome = storage.apply(&only_ops).and_then(|()| storage.flush());
             let event = match outcome {
-                Ok(()) => Event::Persisted { seq: last_seq },
+                Ok(()) => Event::Input(Input::Persisted { seq: last_seq }),
                 Err(e) => Event::StorageFailed(e.to_string()),
             };
             if events.blocking_send(event).is_err() {

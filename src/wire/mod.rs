@@ -1,25 +1,22 @@
 //! ZooKeeper's client protocol (jute over TCP), so that ZooKeeper's own
 //! clients work unchanged against us.
 //!
-//! Where to start: [`codec`] is the API (handshake, requests in, replies and
-//! notifications out); [`frame`] splits the byte stream; [`four_letter`]
-//! recognizes admin words on a fresh connection. [`listener`] and
-//! [`connection`] are the network side, [`answers`] the four-letter words' texts.
+//! Pure: bytes in, records out, no I/O (the ZooKeeper port itself is
+//! `frontend::zookeeper`). Where to start: [`codec`] is the API (handshake,
+//! requests in, replies and notifications out); [`frame`] splits the byte
+//! stream; [`four_letter`] recognizes admin words on a fresh connection.
 //!
 //! - [`jute`]: the primitive encoding, a reader that never panics.
 //! - [`records`]: the records of `zookeeper.jute`, field for field.
 //! - [`opcode`]: opcodes and special xids.
 //! - [`client_codec`]: the client's half, for tests and a Rust client.
 
-pub mod answers;
 mod cesu8;
 pub mod client_codec;
 pub mod codec;
-pub mod connection;
 pub mod four_letter;
 pub mod frame;
 pub mod jute;
-pub mod listener;
 pub mod opcode;
 pub mod records;
 mod reply;

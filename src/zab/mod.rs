@@ -119,6 +119,18 @@ pub enum Role {
     Leading,
 }
 
+impl Role {
+    /// The name ZooKeeper's `srvr` prints for this role (a lone leader is "standalone").
+    pub fn name(self, standalone: bool) -> &'static str {
+        match (self, standalone) {
+            (Role::Leading, true) => "standalone",
+            (Role::Leading, false) => "leader",
+            (Role::Following, _) => "follower",
+            (Role::Looking, _) => "looking",
+        }
+    }
+}
+
 /// A peer's role as the rest of the replica needs to know it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Status {

@@ -2,16 +2,15 @@
 //! `srvr`'s `Mode:` line and `mntr`'s tab-separated keys). A word not in the
 //! configured whitelist gets ZooKeeper's refusal text.
 
-use super::four_letter::FourLetterWord;
-use crate::rpc::admin::role_name;
-use crate::server::{ServerHandle, StatusReport};
+use crate::handle::{Handle, StatusReport};
+use crate::wire::four_letter::FourLetterWord;
 use std::fmt::Write;
 
 /// The version line tools see.
 pub const VERSION: &str = concat!("3.9.0-zabkeeper-", env!("CARGO_PKG_VERSION"));
 
 /// The text answer to `word`.
-pub async fn answer(word: FourLetterWord, handle: &ServerHandle) -> String {
+pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
     if word == FourLetterWord::TelnetClose {
         return String::new();
     }
@@ -78,11 +77,11 @@ fn serving_or(report: &StatusReport, f: impl FnOnce() -> String) -> String {
     }
 }
 
-fn mode(handle: &ServerHandle, report: &StatusReport) -> &'static str {
-    role_name(report.status.role, handle.config.standalone())
+fn mode(handle: &Handle, report: &StatusReport) -> &'static str {
+    report.status.role.name(handle.config.standalone())
 }
 
-fn srvr(handle: &ServerHandle, report: &StatusReport, outstanding: usize) -> String {
+fn srvr(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
     let stats = handle.stats.snapshot();
     format!(
         "Zookeeper version: {VERSION}, built on unknown\nLatency min/avg/max: {:.0}/{:.4}/{:.0}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {outstanding}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
@@ -98,7 +97,7 @@ fn srvr(handle: &ServerHandle, report: &StatusReport, outstanding: usize) -> Str
     )
 }
 
-fn mntr(handle: &ServerHandle, report: &StatusReport, outstanding: usize) -> String {
+fn mntr(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
     let stats = handle.stats.snapshot();
     let state = if report.status.serving { mode(handle, report) } else { "looking" };
     let mut lines = vec![
@@ -134,7 +133,7 @@ fn mntr(handle: &ServerHandle, report: &StatusReport, outstanding: usize) -> Str
     out
 }
 
-fn conf(handle: &ServerHandle) -> String {
+fn conf(handle: &Handle) -> String {
     let c = &handle.config;
     let me = c.me();
     let mut out = String::new();
@@ -146,7 +145,7 @@ fn conf(handle: &ServerHandle) -> String {
     let _ = writeln!(out, "dataDir={}", me.data_dir.display());
     let _ = writeln!(out, "dataLogDir={}", me.data_dir.display());
     let _ = writeln!(out, "tickTime={}", c.tick_ms);
-    let _ = writeln!(out, "maxClientCnxns={}", super::listener::MAX_CONNECTIONS);
+    let _ = writeln!(out, "maxClientCnxns={}", super::zookeeper::MAX_CONNECTIONS);
     let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
     let _ = writeln!(out, "maxSessionTimeout={}", c.max_session_timeout_ms);
     let _ = writeln!(out, "serverId={}", c.id);

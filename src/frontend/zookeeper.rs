@@ -1,38 +1,76 @@
-//! One ZooKeeper client connection: a reader that turns frames into requests
-//! for the replica, and a writer that turns the replica's messages into frames.
+//! The ZooKeeper client port: an accept loop (at most [`MAX_CONNECTIONS`]
+//! at once), and per connection a reader that turns frames into requests
+//! for the replica and a writer that turns the replica's messages into frames.
 //!
 //! Each request carries its reply shape (and arrival time) to the replica in
 //! an [`Echo`], which comes back with the reply, so the writer encodes each
-//! reply from what it carries.
-//! Watch events travel on the same ordered channel as replies, which is what
-//! lets a client see an event before any later read that observes its change.
-//! A frame over the limit or a header that cannot be read closes this
-//! connection only, with a log line; every other connection carries on.
+//! reply from what it carries. Watch events travel on the same ordered
+//! channel as replies, which is what lets a client see an event before any
+//! later read that observes its change. A frame over the limit or a header
+//! that cannot be read closes this connection only, with a log line; every
+//! other connection carries on.
 
-use super::codec::{self, Decoded};
-use super::four_letter::four_letter_word;
-use super::frame::{check_frame, FrameStatus, LEN_PREFIX};
-use super::opcode::OpCode;
-use super::records::ConnectResponse;
+use super::{four_letter, Outbox, Session};
 use crate::error::{ErrorCode, ZkError};
+use crate::handle::{stopped, Handle};
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
-use crate::server::{Event, ServerHandle, CLIENT_QUEUE, MAX_IN_FLIGHT_PER_CONNECTION};
 use crate::tree::acl::Id;
+use crate::wire::codec::{self, Decoded};
+use crate::wire::four_letter::four_letter_word;
+use crate::wire::frame::{check_frame, FrameStatus, LEN_PREFIX};
+use crate::wire::opcode::OpCode;
+use crate::wire::records::{self, ConnectResponse};
 use bytes::{Buf, BytesMut};
 use futures::future::{FusedFuture, FutureExt};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+
+/// Most client connections served at once on this port.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// Accepts connections until `stop` turns true.
+pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = Duration::from_millis(10);
+    let connection_stop = stop.clone();
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return Ok(()),
+            accepted = listener.accept() => match accepted {
+                Ok((socket, peer)) => {
+                    backoff = Duration::from_millis(10);
+                    let Ok(permit) = slots.clone().try_acquire_owned() else {
+                        tracing::warn!(%peer, "too many connections; refusing");
+                        continue;
+                    };
+                    let handle = handle.clone();
+                    let stop = connection_stop.clone();
+                    tokio::spawn(async move {
+                        serve(socket, peer, handle, stop).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: wait before trying again.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+    }
+}
 
 /// Bytes a frame may carry beyond the largest node data (paths, ACLs, headers).
 pub const FRAME_SLACK: usize = 64 * 1024;
 
 /// Serves one accepted socket until either side closes it.
-pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mut stop: watch::Receiver<bool>) {
+pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop: watch::Receiver<bool>) {
     let _ = socket.set_nodelay(true);
     let (mut reader, mut writer) = socket.into_split();
     let max_frame = handle.config.max_data_bytes + FRAME_SLACK;
@@ -47,7 +85,7 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
     }
     let first: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
     if let Some(word) = four_letter_word(first) {
-        let text = super::answers::answer(word, &handle).await;
+        let text = four_letter::answer(word, &handle).await;
         let _ = writer.write_all(text.as_bytes()).await;
         let _ = writer.shutdown().await;
         return;
@@ -77,14 +115,6 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
         }
     };
 
-    let conn = handle.next_conn();
-    let (tx, rx) = mpsc::channel::<ClientMessage>(CLIENT_QUEUE);
-    // One permit per request in flight: the writer gives it back with the reply.
-    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    // Fused: the reader waits on the writer from several places, and a
-    // finished JoinHandle polled again makes tokio panic.
-    let mut writer_task =
-        tokio::spawn(write_loop(writer, rx, connect.clone(), handle.clone(), in_flight.clone())).fuse();
     let request = ConnectRequest {
         session_id: connect.session_id,
         password: connect.passwd.clone(),
@@ -92,9 +122,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
         last_zxid_seen: connect.last_zxid_seen,
     };
     let identities = vec![Id::new("ip", peer.ip().to_string())];
-    if handle.events.send(Event::Connect { conn, request, identities, tx }).await.is_err() {
-        return;
-    }
+    let Some((session, outbox)) = Session::open(&handle, request, identities).await else { return };
+    // Fused: the reader waits on the writer from several places, and a
+    // finished JoinHandle polled again makes tokio panic.
+    let mut writer_task = tokio::spawn(write_loop(writer, outbox, connect)).fuse();
 
     'read: loop {
         // Serve every whole frame already buffered (clients pipeline).
@@ -102,40 +133,38 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
             match check_frame(&buf, max_frame) {
                 FrameStatus::Frame { payload, consumed } => {
                     // Too many requests unanswered: stop reading until replies go out.
-                    let permit = tokio::select! {
-                        permit = in_flight.clone().acquire_owned() => permit,
+                    let reserved = tokio::select! {
+                        reserved = session.reserve() => reserved,
                         _ = &mut writer_task => break 'read,
                     };
-                    match permit {
-                        Ok(p) => p.forget(),
-                        Err(_) => break 'read,
+                    if !reserved {
+                        break 'read;
                     }
                     let decoded = codec::decode_request(payload);
                     buf.advance(consumed);
                     let arrived = Some(Instant::now());
                     // No shape: the reply is header-only.
                     let header_only = Echo { shape: None, arrived };
-                    let event = match decoded {
+                    let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
                             let echo = Echo { shape: Some(r.shape), arrived };
-                            Event::Request { conn, xid: r.xid, echo, op: r.op }
+                            session.request(r.xid, echo, r.op).await
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {
                             tracing::debug!(%peer, xid, error = %error, "rejected request");
                             let error = ZkError::with_reason(code, "", error.to_string());
-                            Event::BadRequest { conn, xid, echo: header_only, error }
+                            session.bad_request(xid, header_only, error).await
                         }
                         Ok(Decoded::Unsupported { xid, opcode, code }) => {
                             tracing::debug!(%peer, xid, opcode, "unsupported opcode");
-                            Event::BadRequest { conn, xid, echo: header_only, error: ZkError::new(code, "") }
+                            session.bad_request(xid, header_only, ZkError::new(code, "")).await
                         }
                         Err(e) => {
                             tracing::info!(%peer, error = %e, "unreadable request header; closing this connection");
                             break 'read;
                         }
                     };
-                    handle.stats.received();
-                    if handle.events.send(event).await.is_err() {
+                    if !delivered {
                         break 'read;
                     }
                 }
@@ -152,10 +181,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
                 Ok(_) => {}
             },
             _ = &mut writer_task => break,
-            _ = crate::server::stopped(&mut stop) => break,
+            _ = stopped(&mut stop) => break,
         }
     }
-    let _ = handle.events.send(Event::Disconnect { conn }).await;
+    session.close().await;
     // The writer ends once the owner drops this connection's sender.
     if !writer_task.is_terminated() {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
@@ -163,20 +192,14 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: ServerHandle, mu
 }
 
 /// Writes the replica's messages as frames, batching whatever is ready.
-async fn write_loop(
-    mut socket: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<ClientMessage>,
-    connect: super::records::ConnectRequest,
-    handle: ServerHandle,
-    in_flight: Arc<Semaphore>,
-) {
+async fn write_loop(mut socket: OwnedWriteHalf, mut outbox: Outbox, connect: records::ConnectRequest) {
     let mut out = Vec::with_capacity(8 * 1024);
-    while let Some(first) = rx.recv().await {
-        let mut close = encode(first, &mut out, &connect, &handle, &in_flight);
+    while let Some(first) = outbox.recv().await {
+        let mut close = encode(first, &mut out, &connect);
         while !close {
-            match rx.try_recv() {
-                Ok(msg) => close = encode(msg, &mut out, &connect, &handle, &in_flight),
-                Err(_) => break,
+            match outbox.try_recv() {
+                Some(msg) => close = encode(msg, &mut out, &connect),
+                None => break,
             }
         }
         if !out.is_empty() && socket.write_all(&out).await.is_err() {
@@ -192,14 +215,7 @@ async fn write_loop(
 }
 
 /// Appends the frame(s) for one message; true when the connection must close after them.
-fn encode(
-    msg: ClientMessage,
-    out: &mut Vec<u8>,
-    connect: &super::records::ConnectRequest,
-    handle: &ServerHandle,
-    in_flight: &Semaphore,
-) -> bool {
-    handle.stats.sent();
+fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectRequest) -> bool {
     match msg {
         ClientMessage::Connected { session, password, timeout_ms, .. } => {
             let response = ConnectResponse::accept(connect, timeout_ms, session.0, password, false);
@@ -216,10 +232,6 @@ fn encode(
             true
         }
         ClientMessage::Reply { xid, echo, zxid, reply } => {
-            in_flight.add_permits(1);
-            if let Some(arrived) = echo.arrived {
-                handle.stats.latency(arrived.elapsed());
-            }
             match echo.shape {
                 Some(shape) => {
                     let auth_failed = shape.opcode == OpCode::Auth && reply.is_err();

@@ -1,0 +1,116 @@
+//! The client front ends: the ZooKeeper port ([`zookeeper`], with the
+//! four-letter words in [`four_letter`]) and the gRPC session service
+//! (`rpc::client`). Each decodes its own format into the replica's
+//! vocabulary and encodes replies back; everything else about a session is
+//! the same for both and lives here, in [`Session`] and [`Outbox`]: opening
+//! it (the connection's outbox registered, then the connect), the limit on
+//! requests in flight, reply accounting, and closing it.
+
+pub mod four_letter;
+pub mod zookeeper;
+
+use crate::error::ZkError;
+use crate::handle::{Event, Handle, ServerStats};
+use crate::op::Op;
+use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
+use crate::tree::acl::Id;
+use bytes::Bytes;
+use std::sync::Arc;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Most messages queued for one client before it is considered stuck and dropped.
+pub const CLIENT_QUEUE: usize = 16_384;
+/// Most requests one connection may have in flight; beyond it the front end
+/// stops reading that connection (TCP backpressure) until replies go out.
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
+
+/// The reading side of one client connection: requests into the replica.
+pub struct Session {
+    conn: ConnId,
+    handle: Handle,
+    in_flight: Arc<Semaphore>,
+}
+
+/// The writing side of one client connection: what the replica tells it, in order.
+pub struct Outbox {
+    rx: mpsc::Receiver<ClientMessage>,
+    in_flight: Arc<Semaphore>,
+    stats: Arc<ServerStats>,
+}
+
+impl Session {
+    /// Opens a connection and asks for its session (a new one, or one to
+    /// resume). None once the replica has stopped.
+    pub async fn open(handle: &Handle, request: ConnectRequest, identities: Vec<Id>) -> Option<(Session, Outbox)> {
+        let conn = handle.next_conn();
+        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+        handle.events.send(Event::Open { conn, tx }).await.ok()?;
+        let new_password = Bytes::from(rand::random::<[u8; 16]>().to_vec());
+        if !handle.input(Input::Connect { conn, request, new_password, identities }).await {
+            return None;
+        }
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+        let outbox = Outbox { rx, in_flight: in_flight.clone(), stats: handle.stats.clone() };
+        Some((Session { conn, handle: handle.clone(), in_flight }, outbox))
+    }
+
+    /// This connection's id.
+    pub fn conn(&self) -> ConnId {
+        self.conn
+    }
+
+    /// Waits until one more request may be in flight; the reply frees it.
+    pub async fn reserve(&self) -> bool {
+        match self.in_flight.acquire().await {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Hands a request to the replica (after [`reserve`](Self::reserve)); false once it has stopped.
+    pub async fn request(&self, xid: i32, echo: Echo, op: Op) -> bool {
+        self.handle.stats.received();
+        self.handle.input(Input::Request { conn: self.conn, xid, echo, op }).await
+    }
+
+    /// A request the front end could not decode, answered with `error` in its turn.
+    pub async fn bad_request(&self, xid: i32, echo: Echo, error: ZkError) -> bool {
+        self.handle.stats.received();
+        self.handle.input(Input::BadRequest { conn: self.conn, xid, echo, error }).await
+    }
+
+    /// The connection closed; the session lives on until it expires or resumes.
+    pub async fn close(self) {
+        self.handle.input(Input::Disconnect { conn: self.conn }).await;
+    }
+}
+
+impl Outbox {
+    /// The next message, waiting for it; None once the replica dropped this connection.
+    pub async fn recv(&mut self) -> Option<ClientMessage> {
+        let msg = self.rx.recv().await?;
+        self.account(&msg);
+        Some(msg)
+    }
+
+    /// The next message if one is ready.
+    pub fn try_recv(&mut self) -> Option<ClientMessage> {
+        let msg = self.rx.try_recv().ok()?;
+        self.account(&msg);
+        Some(msg)
+    }
+
+    /// A reply frees its request's slot and records how long it took.
+    fn account(&self, msg: &ClientMessage) {
+        self.stats.sent();
+        if let ClientMessage::Reply { echo, .. } = msg {
+            self.in_flight.add_permits(1);
+            if let Some(arrived) = echo.arrived {
+                self.stats.latency(arrived.elapsed());
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The narrow handle through which everything outside the owner task
+//! reaches the replica: the client front ends (ZooKeeper port, gRPC
+//! sessions, admin), the peer transport and the storage worker. They send
+//! [`Event`]s into one bounded inbox; the owner task (`server`) is the only
+//! one that touches the replica, and hands each [`Input`] to it as is.
+
+use crate::config::ServerConfig;
+use crate::ids::{Epoch, ServerId, Zxid};
+use crate::replica::{ClientMessage, ConnId, Counters, Input};
+use crate::storage::Storage;
+use crate::zab::Status;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// What the owner task hears.
+pub enum Event {
+    /// Something for the replica, handed to it as is.
+    Input(Input),
+    /// A client connection opens: where its messages go. Its
+    /// [`Input::Connect`] follows on the same inbox.
+    Open {
+        /// The connection.
+        conn: ConnId,
+        /// Its outbox.
+        tx: mpsc::Sender<ClientMessage>,
+    },
+    /// A question from the admin API or a four-letter word.
+    Query(Query),
+    /// The storage worker failed: fatal.
+    StorageFailed(String),
+    /// Writing a snapshot failed (not fatal: the log still has everything).
+    SnapshotFailed(String),
+}
+
+/// Questions answered by the owner task.
+pub enum Query {
+    /// The replica's state.
+    Status(oneshot::Sender<StatusReport>),
+    /// Take a snapshot now; answered once durable.
+    TakeSnapshot(oneshot::Sender<Result<Zxid, String>>),
+    /// Details for four-letter words (`cons`, `wchs`, `dump`).
+    Details(oneshot::Sender<Details>),
+}
+
+/// A replica's state, for the admin API and four-letter words.
+#[derive(Clone, Debug)]
+pub struct StatusReport {
+    /// This replica.
+    pub id: ServerId,
+    /// Role, leader, serving.
+    pub status: Status,
+    /// acceptedEpoch.
+    pub accepted_epoch: Epoch,
+    /// currentEpoch.
+    pub current_epoch: Epoch,
+    /// Last logged zxid.
+    pub last_logged: Zxid,
+    /// Last committed zxid.
+    pub last_committed: Zxid,
+    /// Last applied zxid.
+    pub last_applied: Zxid,
+    /// Nodes in the tree.
+    pub nodes: usize,
+    /// Bytes of node data.
+    pub data_bytes: u64,
+    /// Live sessions.
+    pub sessions: usize,
+    /// Client connections here.
+    pub connections: usize,
+    /// Watches here.
+    pub watches: usize,
+    /// Synced followers (leader only).
+    pub synced_followers: Vec<ServerId>,
+    /// Ensemble size.
+    pub ensemble_size: usize,
+    /// Activity counters.
+    pub counters: Counters,
+    /// Ephemeral nodes.
+    pub ephemerals: usize,
+}
+
+/// Per-connection and per-session details.
+#[derive(Clone, Debug, Default)]
+pub struct Details {
+    /// (connection, session, queued requests).
+    pub connections: Vec<(ConnId, Option<crate::ids::SessionId>, usize)>,
+    /// Watched paths per session.
+    pub watches: Vec<(crate::ids::SessionId, Vec<String>)>,
+    /// Ephemerals per session.
+    pub ephemerals: Vec<(crate::ids::SessionId, Vec<String>)>,
+}
+
+/// Request counters and latencies the front ends keep (for `srvr`, `mntr`).
+#[derive(Debug)]
+pub struct ServerStats {
+    received: AtomicU64,
+    sent: AtomicU64,
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    latency_min_us: AtomicU64,
+    latency_max_us: AtomicU64,
+}
+
+/// A copy of [`ServerStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Requests received.
+    pub received: u64,
+    /// Replies and events sent.
+    pub sent: u64,
+    /// Fastest reply, ms.
+    pub min_ms: f64,
+    /// Mean reply time, ms.
+    pub avg_ms: f64,
+    /// Slowest reply, ms.
+    pub max_ms: f64,
+}
+
+impl Default for ServerStats {
+    fn default() -> ServerStats {
+        ServerStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+            latency_sum_us: AtomicU64::new(0),
+            latency_min_us: AtomicU64::new(u64::MAX),
+            latency_max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ServerStats {
+    /// Counts a request in.
+    pub fn received(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a message out.
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the time from a request's arrival to its reply.
+    pub fn latency(&self, elapsed: Duration) {
+        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.latency_min_us.fetch_min(us, Ordering::Relaxed);
+        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let min = self.latency_min_us.load(Ordering::Relaxed);
+        StatsSnapshot {
+            received: self.received.load(Ordering::Relaxed),
+            sent: self.sent.load(Ordering::Relaxed),
+            min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
+            avg_ms: if count == 0 {
+                0.0
+            } else {
+                self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
+            },
+            max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        }
+    }
+}
+
+/// What front ends and the transport hold to reach the owner task.
+#[derive(Clone)]
+pub struct Handle {
+    /// The owner's inbox.
+    pub events: mpsc::Sender<Event>,
+    /// Hands out connection ids.
+    next_conn: Arc<AtomicU64>,
+    /// The configuration.
+    pub config: Arc<ServerConfig>,
+    /// The storage (read-only use: log inspection).
+    pub storage: Arc<dyn Storage>,
+    /// Request counters and latencies.
+    pub stats: Arc<ServerStats>,
+}
+
+impl Handle {
+    /// A handle on the inbox `events` of a replica run with `config` on `storage`.
+    pub fn new(events: mpsc::Sender<Event>, config: Arc<ServerConfig>, storage: Arc<dyn Storage>) -> Handle {
+        Handle { events, next_conn: Arc::new(AtomicU64::new(1)), config, storage, stats: Arc::default() }
+    }
+
+    /// Hands an input to the replica, waiting while the inbox is full; false
+    /// once the owner task has stopped.
+    pub async fn input(&self, input: Input) -> bool {
+        self.events.send(Event::Input(input)).await.is_ok()
+    }
+
+    /// A fresh connection id.
+    pub fn next_conn(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Asks the owner task for its state.
+    pub async fn status_report(&self) -> Option<StatusReport> {
+        let (tx, rx) = oneshot::channel();
+        self.events.send(Event::Query(Query::Status(tx))).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Asks the owner task for per-connection details.
+    pub async fn details(&self) -> Option<Details> {
+        let (tx, rx) = oneshot::channel();
+        self.events.send(Event::Query(Query::Details(tx))).await.ok()?;
+        rx.await.ok()
+    }
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+pub async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
