@@ -149,8 +149,9 @@ impl ServerConfig {
         if sync_limit_ticks == 0 {
             return Err(invalid("sync_limit_ticks", "must be at least 1"));
         }
-        let min_session_timeout_ms = file.min_session_timeout_ms.unwrap_or((2 * tick_ms).max(1000) as i32);
-        let max_session_timeout_ms = file.max_session_timeout_ms.unwrap_or((20 * tick_ms).max(40_000) as i32);
+        let ms = |ticks: u64, floor: u64| i32::try_from(ticks.saturating_mul(tick_ms).max(floor)).unwrap_or(i32::MAX);
+        let min_session_timeout_ms = file.min_session_timeout_ms.unwrap_or_else(|| ms(2, 1000));
+        let max_session_timeout_ms = file.max_session_timeout_ms.unwrap_or_else(|| ms(20, 40_000));
         if min_session_timeout_ms <= 0 {
             return Err(invalid("min_session_timeout_ms", "must be positive"));
         }

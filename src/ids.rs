@@ -30,16 +30,19 @@ impl Zxid {
 
     /// The position of this transaction within its epoch.
     pub fn counter(self) -> u32 {
-        self.0 as u32
+        // The low 32 bits, by definition of a zxid.
+        (self.0 & u64::from(u32::MAX)) as u32
     }
 
     /// The zxid as ZooKeeper's signed 64-bit wire value.
     pub fn as_i64(self) -> i64 {
+        // ZooKeeper's zxid is a Java long: the same 64 bits, read as signed.
         self.0 as i64
     }
 
     /// A zxid from ZooKeeper's signed 64-bit wire value.
     pub fn from_i64(value: i64) -> Zxid {
+        // The same 64 bits, read back as unsigned.
         Zxid(value as u64)
     }
 }

@@ -81,7 +81,7 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
         }
         Op::GetAllChildrenNumber { path } => {
             require(tree, path, perms::READ, identities)?;
-            Ok(OpResult::Count(tree.state().descendant_count(path) as i32))
+            Ok(OpResult::Count(i32::try_from(tree.state().descendant_count(path)).unwrap_or(i32::MAX)))
         }
         Op::GetEphemerals { prefix } => Ok(OpResult::Paths(tree.ephemerals(session, prefix))),
         Op::MultiRead(ops) => {

@@ -41,7 +41,11 @@ pub struct MemStorage {
 }
 
 fn meta_of(zxid: Zxid, chunks: &[Bytes]) -> SnapshotMeta {
-    SnapshotMeta { zxid, bytes: chunks.iter().map(|c| c.len() as u64).sum(), chunks: chunks.len() as u32 }
+    SnapshotMeta {
+        zxid,
+        bytes: chunks.iter().map(|c| c.len() as u64).sum(),
+        chunks: u32::try_from(chunks.len()).unwrap_or(u32::MAX),
+    }
 }
 
 impl State {

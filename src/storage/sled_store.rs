@@ -428,7 +428,9 @@ impl SledStorage {
                 self.chunks.remove(key).map_err(io("writing a snapshot"))?;
             }
             for (i, chunk) in chunks.iter().enumerate() {
-                self.chunks.insert(chunk_key(zxid, i as u32), chunk.as_ref()).map_err(io("writing a snapshot"))?;
+                self.chunks
+                    .insert(chunk_key(zxid, chunk_index(i)), chunk.as_ref())
+                    .map_err(io("writing a snapshot"))?;
             }
             // Written last: sled recovers a prefix, so a durable marker
             // implies durable chunks.
@@ -440,7 +442,7 @@ impl SledStorage {
             chunk_batch.remove(key);
         }
         for (i, chunk) in chunks.iter().enumerate() {
-            chunk_batch.insert(&chunk_key(zxid, i as u32), chunk.as_ref());
+            chunk_batch.insert(&chunk_key(zxid, chunk_index(i)), chunk.as_ref());
         }
         let mut index_batch = Batch::default();
         index_batch.insert(&log_key(zxid), sealed);
@@ -720,6 +722,12 @@ impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Iterator for Ordered<I> {
         self.prev = Some(item.0.clone());
         Some(Ok(item))
     }
+}
+
+/// A chunk's index in its key. Chunks are megabytes each, so a snapshot
+/// would need petabytes to run out of 32 bits.
+fn chunk_index(i: usize) -> u32 {
+    u32::try_from(i).expect("a snapshot has fewer than 2^32 chunks")
 }
 
 #[cfg(test)]

@@ -79,7 +79,9 @@ struct Writer<'a, E> {
 impl<E> Writer<'_, E> {
     fn push(&mut self, record: &Record) -> Result<(), E> {
         let sealed = codec::encode_value(record);
-        self.buffer.extend_from_slice(&(sealed.len() as u32).to_be_bytes());
+        // One record holds one node, whose data is bounded far below 4 GiB.
+        let len = u32::try_from(sealed.len()).expect("a snapshot record is under 4 GiB");
+        self.buffer.extend_from_slice(&len.to_be_bytes());
         self.buffer.extend_from_slice(&sealed);
         if self.buffer.len() >= self.chunk_bytes {
             self.flush()?;
@@ -119,7 +121,7 @@ pub fn write<E>(
             return;
         }
         let key = node.acl.as_ptr();
-        let next = acl_ids.len() as u32;
+        let next = u32::try_from(acl_ids.len()).unwrap_or(u32::MAX);
         let acl = match acl_ids.get(&key) {
             Some(id) => *id,
             None => {

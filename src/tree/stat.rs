@@ -78,7 +78,8 @@ impl StatPersisted {
     /// - `ephemeralOwner` shows the owning session of an ephemeral only: the
     ///   container and TTL encodings are internal and read as 0.
     pub fn to_stat(&self, data_length: usize, num_children: usize) -> Stat {
-        let num_children = num_children as i32;
+        // Java ints: ZooKeeper's Stat cannot show more; saturate rather than wrap.
+        let num_children = i32::try_from(num_children).unwrap_or(i32::MAX);
         let ephemeral_owner = match EphemeralType::of(self.ephemeral_owner) {
             EphemeralType::Normal => self.ephemeral_owner,
             EphemeralType::Void | EphemeralType::Container | EphemeralType::Ttl(_) => 0,
@@ -93,7 +94,7 @@ impl StatPersisted {
             cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
             aversion: self.aversion,
             ephemeral_owner,
-            data_length: data_length as i32,
+            data_length: i32::try_from(data_length).unwrap_or(i32::MAX),
             num_children,
             pzxid: self.pzxid,
         }

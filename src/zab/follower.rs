@@ -171,8 +171,7 @@ impl Peer {
         let reply = Message::AckEpoch { epoch, acked, current_epoch, last_zxid, summary };
         if acked {
             // Promise the epoch durably before saying so.
-            self.accepted_epoch = epoch;
-            let seq = self.persist(StorageOp::SetAcceptedEpoch(epoch));
+            let seq = self.set_accepted_epoch(epoch);
             self.after_durable(seq, leader, reply);
         } else {
             self.send(leader, reply);
@@ -251,7 +250,10 @@ impl Peer {
         self.persist(StorageOp::InstallSnapshot { zxid, chunks });
         for entry in &entries {
             if let Err(e) = self.log.append(entry.clone()) {
-                unreachable!("entries after a snapshot were checked as they arrived: {e}");
+                // Checked as they arrived; a leader that still breaks the
+                // order is refused, never a reason to abort.
+                self.become_looking(&format!("the leader's entries after its snapshot do not follow it: {e}"));
+                return;
             }
         }
         if !entries.is_empty() {
@@ -321,8 +323,7 @@ impl Peer {
         if let Some(f) = self.follower() {
             f.stage = Stage::AwaitingUpToDate;
         }
-        self.current_epoch = epoch;
-        let seq = self.persist(StorageOp::SetCurrentEpoch(epoch));
+        let seq = self.set_current_epoch(epoch);
         self.after_durable(seq, leader, Message::AckNewLeader { epoch, zxid });
     }
 

@@ -17,7 +17,6 @@
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
-use super::StorageOp;
 use super::{Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,6 +44,8 @@ struct Tracked {
     stage: Stage,
     /// Highest zxid this follower holds durably (valid once synced).
     acked: Zxid,
+    /// The history NEWLEADER told it to hold; its ACK must name exactly this.
+    newleader: Option<Zxid>,
     last_heard: u64,
     /// What it told us in ACKEPOCH, kept until it is synced.
     position: Option<(Zxid, LogSummary)>,
@@ -137,8 +138,7 @@ impl Peer {
         }
         let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
         l.epoch = epoch;
-        self.accepted_epoch = epoch;
-        let seq = self.persist(StorageOp::SetAcceptedEpoch(epoch));
+        let seq = self.set_accepted_epoch(epoch);
         if let Some(l) = self.leader() {
             l.accepted_seq = Some(seq);
         }
@@ -276,6 +276,7 @@ impl Peer {
             Tracked {
                 stage: Stage::AwaitingAckEpoch,
                 acked: Zxid::ZERO,
+                newleader: None,
                 last_heard: now,
                 position: None,
                 forwarded: 0,
@@ -335,8 +336,7 @@ impl Peer {
         if let Some(l) = self.leader() {
             l.newleader_zxid = last;
         }
-        self.current_epoch = epoch;
-        let seq = self.persist(StorageOp::SetCurrentEpoch(epoch));
+        let seq = self.set_current_epoch(epoch);
         let waiting: Vec<ServerId> = match self.leader() {
             Some(l) => {
                 l.current_seq = Some(seq);
@@ -364,6 +364,7 @@ impl Peer {
         let epoch = l.epoch;
         let Some(t) = l.followers.get_mut(&id) else { return };
         let Some((follower_last, summary)) = t.position.take() else { return };
+        t.newleader = Some(last);
         t.stage = Stage::Syncing;
         let plan = plan_sync(&self.log, &summary, follower_last);
         let from = match plan {
@@ -393,6 +394,13 @@ impl Peer {
         let phase = l.phase;
         let Some(t) = l.followers.get_mut(&from) else { return };
         if t.stage != Stage::Syncing {
+            return;
+        }
+        if t.newleader != Some(zxid) {
+            // It acknowledges a history other than the one we sent: counting
+            // it could commit what it does not hold. Sync it again.
+            tracing::warn!(follower = from, acked = %zxid, sent = ?t.newleader, "ACK of NEWLEADER for another history; dropping the follower");
+            l.drop_follower(from);
             return;
         }
         t.stage = Stage::Synced;
@@ -435,22 +443,25 @@ impl Peer {
         self.try_commit();
     }
 
+    /// The highest zxid a quorum (this leader included) holds durably, as
+    /// far as their acknowledgements tell; zero when no quorum is synced.
+    pub(super) fn quorum_durable(&self) -> Zxid {
+        let quorum = self.config.quorum();
+        let State::Leading(l) = &self.state else { return Zxid::ZERO };
+        let mut acked: Vec<Zxid> = l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.acked).collect();
+        acked.push(self.durable_zxid);
+        acked.sort_unstable_by(|a, b| b.cmp(a));
+        acked.get(quorum - 1).copied().unwrap_or(Zxid::ZERO)
+    }
+
     /// Commits the highest zxid of this epoch that a quorum holds durably.
     fn try_commit(&mut self) {
-        let quorum = self.config.quorum();
-        let durable = self.durable_zxid;
+        let point = self.quorum_durable();
         let Some(l) = self.leader() else { return };
         if l.phase != Phase::Broadcast {
             return;
         }
         let epoch = l.epoch;
-        let mut acked: Vec<Zxid> = l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.acked).collect();
-        acked.push(durable);
-        if acked.len() < quorum {
-            return;
-        }
-        acked.sort_unstable_by(|a, b| b.cmp(a));
-        let point = acked[quorum - 1];
         if point <= self.committed || point.epoch() != epoch {
             return;
         }

@@ -453,6 +453,25 @@ impl Peer {
         seq
     }
 
+    /// Promises never to accept an older epoch (Zab's acceptedEpoch), durably.
+    fn set_accepted_epoch(&mut self, epoch: Epoch) -> u64 {
+        assert!(epoch >= self.accepted_epoch, "acceptedEpoch would go back from {} to {epoch}", self.accepted_epoch);
+        self.accepted_epoch = epoch;
+        self.persist(StorageOp::SetAcceptedEpoch(epoch))
+    }
+
+    /// Records the epoch whose history this replica now holds (currentEpoch), durably.
+    fn set_current_epoch(&mut self, epoch: Epoch) -> u64 {
+        assert!(
+            self.current_epoch <= epoch && epoch <= self.accepted_epoch,
+            "currentEpoch {epoch} out of order (current {}, accepted {})",
+            self.current_epoch,
+            self.accepted_epoch
+        );
+        self.current_epoch = epoch;
+        self.persist(StorageOp::SetCurrentEpoch(epoch))
+    }
+
     /// Sends `msg` once storage operation `seq` is durable (it promises what that made durable).
     fn after_durable(&mut self, seq: u64, to: ServerId, msg: Message) {
         if seq <= self.durable_seq {
@@ -541,6 +560,10 @@ impl Peer {
         let up_to = up_to.min(self.log.last_zxid());
         if up_to <= self.committed {
             return;
+        }
+        if let State::Leading(_) = self.state {
+            let durable = self.quorum_durable();
+            assert!(up_to <= durable, "committing {up_to} past what a quorum holds durably ({durable})");
         }
         let entries = self.log.range(self.committed, up_to);
         self.committed = up_to;

@@ -31,6 +31,8 @@ struct Cluster {
     cut: Vec<(ServerId, ServerId)>,
     /// Message kinds dropped on every link.
     drop_kinds: Vec<&'static str>,
+    /// Changes messages in flight (from, to, message): a peer breaking the protocol.
+    tamper: Option<fn(ServerId, ServerId, &mut Message)>,
 }
 
 impl Cluster {
@@ -47,7 +49,7 @@ impl Cluster {
                 },
             );
         }
-        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![], drop_kinds: vec![] };
+        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![], drop_kinds: vec![], tamper: None };
         for id in 1..=n {
             c.drain(id);
         }
@@ -103,8 +105,11 @@ impl Cluster {
 
     fn deliver_all(&mut self) {
         let mut budget = 100_000;
-        while let Some((from, to, msg)) = self.queue.pop_front() {
+        while let Some((from, to, mut msg)) = self.queue.pop_front() {
             budget -= 1;
+            if let Some(tamper) = self.tamper {
+                tamper(from, to, &mut msg);
+            }
             assert!(budget > 0, "message storm");
             let dropped = self.drop_kinds.contains(&msg.kind());
             if dropped || self.cut.contains(&(from, to)) || !self.nodes[&from].up || !self.nodes[&to].up {
@@ -542,4 +547,41 @@ fn a_late_followerinfo_does_not_leave_a_follower_behind_for_good() {
     let all: Vec<Zxid> = before.into_iter().chain(after).collect();
     assert_eq!(c.nodes[&follower].applied, all, "the follower caught up");
     assert_eq!(c.serving(), 3);
+}
+
+/// Makes member 1 acknowledge NEWLEADER for a history it was not sent.
+fn ack_another_history(from: ServerId, _to: ServerId, msg: &mut Message) {
+    if let Message::AckNewLeader { zxid, .. } = msg {
+        if from == 1 {
+            *zxid = Zxid::new(9, 9);
+        }
+    }
+}
+
+#[test]
+fn an_ack_of_newleader_for_another_history_is_refused_not_counted() {
+    let mut c = Cluster::new(3);
+    c.tamper = Some(ack_another_history);
+    c.settle(6);
+    let leader = c.leader().expect("the two honest members form a quorum");
+    let synced = c.nodes[&leader].peer.synced_followers();
+    assert!(!synced.contains(&1), "a follower acking another history is not synced: {synced:?}");
+    let zxid = c.propose(1);
+    c.settle(2);
+    assert!(c.nodes[&leader].applied.contains(&zxid), "the honest quorum commits");
+}
+
+#[test]
+fn no_quorum_of_honest_acks_means_no_leader_and_no_abort() {
+    let mut c = Cluster::new(3);
+    c.tamper = Some(|from, _to, msg| {
+        if let Message::AckNewLeader { zxid, .. } = msg {
+            if from != 3 {
+                *zxid = Zxid::new(9, 9);
+            }
+        }
+    });
+    c.settle(30);
+    assert_eq!(c.nodes[&3].peer.synced_followers(), Vec::<ServerId>::new());
+    assert!(c.nodes.values().all(|n| n.applied.is_empty()), "nothing is committed without a quorum");
 }

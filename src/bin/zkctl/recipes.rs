@@ -79,7 +79,7 @@ pub async fn lock(
         status = child.wait() => {
             let status = status.map_err(|e| ClientError::InvalidArgument(format!("waiting for {program:?}: {e}")))?;
             // A command killed by a signal exits like a shell reports it: 128 + signal.
-            Exit::Command(status.code().map(|c| c as u8).unwrap_or_else(|| 128 + signal_of(&status)))
+            Exit::Command(status.code().map(|c| u8::try_from(c).unwrap_or(1)).unwrap_or_else(|| 128 + signal_of(&status)))
         }
         lost = guard.lost() => {
             // Best effort: the child may have ended at this very moment.
@@ -98,7 +98,7 @@ pub async fn lock(
 #[cfg(unix)]
 fn signal_of(status: &std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
-    status.signal().map(|s| s as u8).unwrap_or(0)
+    status.signal().and_then(|s| u8::try_from(s).ok()).unwrap_or(0)
 }
 
 #[cfg(not(unix))]
