@@ -1,14 +1,49 @@
 //! zabkeeper: a replicated coordination service in the family of Apache ZooKeeper.
 //!
 //! # Layout
-//! - [`tree`]: the data tree (znodes, ACLs, watches) and the leader's
-//!   request-to-transaction step. Pure.
-//! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
+//! The pure core (no I/O, no clock, no ambient randomness; `make check-purity`):
+//! - [`ids`]: newtypes: server ids, epochs, zxids, session ids.
+//! - [`error`]: ZooKeeper's error codes, the data of a failed request.
 //! - [`op`]: the client operation model both front ends share.
-//! - [`storage`]: the durable log, epochs and snapshots (sled; in-memory for tests).
-//! - [`wire`]: ZooKeeper's client protocol (jute), so ZooKeeper's clients work unchanged.
-//! - [`client`]: the async Rust client library (gRPC session API).
-//! - [`recipes`]: locks, leader election, barriers, queues and counters on the client.
+//! - [`tree`]: the data tree (znodes, ACLs, watches, snapshots) and the leader's
+//!   request-to-transaction check (`tree::prepare`).
+//! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
+//! - [`zab`]: Zab as a state machine: inputs in, [`zab::Action`]s out.
+//! - [`session`]: the session layer: admission of connects, each connection's
+//!   request queue, the leader's session tracker.
+//! - [`replica`]: one replica composed of the above: [`replica::Input`]s in,
+//!   [`replica::Output`]s out.
+//! - [`wire`]: ZooKeeper's client protocol (jute), bytes to records and back.
+//!
+//! The runtime around it:
+//! - [`config`]: the ensemble's TOML configuration.
+//! - [`handle`]: the narrow [`handle::Handle`] everything outside the owner task holds.
+//! - [`server`]: the composition root: the owner task, the storage worker, startup and shutdown.
+//! - [`frontend`]: the client ports' shared session plumbing and the ZooKeeper port.
+//! - [`rpc`]: gRPC: the client session service, admin, the peer transport, protobuf conversions.
+//! - [`storage`]: the durable log, epochs and snapshots (sled; in memory for tests).
+//! - [`client`]: the async Rust client library (gRPC session API), and [`recipes`] on it.
+//! - `sim` (tests and the `sim` feature): whole ensembles in one process, seeded faults.
+//!
+//! # Start reading here: the path of one write
+//! A ZooKeeper `setData` sent to a follower F, whose leader is L:
+//! 1. F, [`frontend::zookeeper`]: `serve` reads the frame, [`wire::codec::decode_request`]
+//!    makes an [`op::Op`] and a reply shape; [`frontend::Session::request`] puts an
+//!    [`replica::Input::Request`] in the owner's inbox.
+//! 2. F, [`server`]: the owner task hands it to [`replica::Replica::handle`]: `on_request`
+//!    queues it ([`session::RequestQueue`]), `advance` starts it, `submit` forwards it
+//!    to the leader through [`zab::Peer::forward`]; the resulting [`zab::Io::Send`]
+//!    leaves as [`replica::Output::Zab`] through [`rpc::peer::Transport`].
+//! 3. L: [`rpc::peer::PeerService`] feeds the message to Zab, which hands it back as
+//!    `Forwarded`; `Replica::on_forwarded` queues it in [`replica::prep::Prep`], whose
+//!    `run` checks it against the tree and pending changes ([`tree::prepare`]) and
+//!    calls [`zab::Peer::propose`]. Zab persists the batch and sends PROPOSALs.
+//! 4. Every member: [`server::storage_worker`] appends and fsyncs, reports
+//!    `Persisted`; followers ACK; the leader commits once a quorum holds it durably
+//!    and sends COMMIT; each member's Zab emits [`zab::Action::Commit`].
+//! 5. F: `Replica::apply_entries` applies it to the tree (watch events first), completes
+//!    the queued request and sends the reply ([`replica::ClientMessage::Reply`]), which
+//!    [`frontend::Outbox`] hands to the connection's writer, encoded with the shape it carried.
 
 pub mod client;
 pub mod config;

@@ -14,26 +14,24 @@
 //! the task with `Expired`; a close ends it with `Closed`.
 
 use super::connect_string::ServerAddr;
+use super::dial::{attempt, check_connected, code_name, error_chain, give_up, AttemptError, Link};
 use super::error::ClientError;
 use super::fifo::Fifo;
 use super::reconnect::{Backoff, ReconnectPlan, Step};
 use super::state::{ConnectionState, Shared};
-use super::watcher::{OneshotKind, Orphan, Sink, WatchLists, WatchRegistry, WatchedEvent};
+use super::watch_pb::{event_from_pb, set_watches_requests, watcher_type_for, SET_WATCHES_MAX_BYTES};
+use super::watcher::{OneshotKind, Orphan, Sink, WatchRegistry, WatchedEvent};
 use crate::error::ErrorCode;
 use crate::proto::client as pb;
-use crate::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
+use crate::tree::watch::{AddWatchMode, WatcherType};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep, sleep_until, Instant};
-use tokio_stream::wrappers::ReceiverStream;
 
 /// Room in the outbound queue beyond the application's requests, for pings,
 /// SetWatches chunks, re-auth and watch removals.
-const OUTBOUND_SLACK: usize = 4096;
-/// Largest total path length in one SetWatches request (ZooKeeper's
-/// `SET_WATCHES_MAX_LENGTH`); more watches go in several requests.
-pub(crate) const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
+pub(super) const OUTBOUND_SLACK: usize = 4096;
 
 /// The settings the task needs.
 #[derive(Clone, Debug)]
@@ -102,14 +100,6 @@ enum InFlight {
     Close,
 }
 
-/// One established stream.
-struct Link {
-    out: mpsc::Sender<pb::ClientMessage>,
-    incoming: tonic::Streaming<pb::ServerMessage>,
-    server: String,
-    last_send: Instant,
-}
-
 /// Why `serve` returned.
 enum End {
     /// The stream broke; resume elsewhere.
@@ -118,131 +108,11 @@ enum End {
     Terminal(ConnectionState),
 }
 
-/// Why one connect attempt failed.
-#[derive(Debug, thiserror::Error)]
-enum AttemptError {
-    #[error("{server} refused the session: {code} {message}")]
-    Refused { server: String, code: ErrorCode, message: String },
-    #[error("cannot reach {server}: {reason}")]
-    Transport { server: String, reason: String },
-    #[error("{server} broke the protocol: {reason}")]
-    Protocol { server: String, reason: String },
-    #[error("{server} did not answer within {after:?}")]
-    Timeout { server: String, after: Duration },
-}
-
-/// An error and its sources, joined: tonic's top-level messages alone say
-/// little. A source that only repeats the text so far is left out (tonic's
-/// connect errors wrap one that says the same: "tcp connect error: tcp
-/// connect error: ...").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
-
-fn code_name(code: i32) -> String {
-    ErrorCode::from_code(code).map_or_else(|| format!("unknown code {code}"), |c| c.to_string())
-}
-
-/// Opens a gRPC stream to `server`, sends `connect`, and waits for `Connected`.
-async fn attempt(
-    server: ServerAddr,
-    connect: pb::Connect,
-    timeout: Duration,
-    settings: Settings,
-) -> Result<(Link, pb::Connected), AttemptError> {
-    let name = server.to_string();
-    let work = async {
-        let transport = |e: &(dyn std::error::Error + 'static)| AttemptError::Transport {
-            server: name.clone(),
-            reason: error_chain(e),
-        };
-        let endpoint = tonic::transport::Endpoint::from_shared(server.uri())
-            .map_err(|e| transport(&e))?
-            .connect_timeout(timeout)
-            .tcp_nodelay(true);
-        let channel = endpoint.connect().await.map_err(|e| transport(&e))?;
-        let mut grpc = pb::zab_keeper_client::ZabKeeperClient::new(channel)
-            .max_decoding_message_size(settings.max_message_bytes)
-            .max_encoding_message_size(settings.max_message_bytes);
-        let (out, rx) = mpsc::channel(settings.max_pending + OUTBOUND_SLACK);
-        let hello = pb::ClientMessage { kind: Some(pb::client_message::Kind::Connect(connect)) };
-        out.try_send(hello).map_err(|_| AttemptError::Transport {
-            server: name.clone(),
-            reason: "the new outbound queue refused the Connect".into(),
-        })?;
-        let mut incoming = grpc.session(ReceiverStream::new(rx)).await.map_err(|s| transport(&s))?.into_inner();
-        use pb::server_message::Kind;
-        match incoming.message().await {
-            Ok(Some(pb::ServerMessage { kind: Some(Kind::Connected(c)) })) => {
-                Ok((Link { out, incoming, server: name.clone(), last_send: Instant::now() }, c))
-            }
-            Ok(Some(pb::ServerMessage { kind: Some(Kind::Closing(c)) })) => Err(AttemptError::Refused {
-                server: name.clone(),
-                code: ErrorCode::from_code(c.error).unwrap_or(ErrorCode::SystemError),
-                message: c.message,
-            }),
-            Ok(Some(other)) => Err(AttemptError::Protocol {
-                server: name.clone(),
-                reason: format!("the first message was not Connected but {:?}", other.kind),
-            }),
-            Ok(None) => Err(AttemptError::Transport {
-                server: name.clone(),
-                reason: "the stream ended before Connected".into(),
-            }),
-            Err(status) => Err(transport(&status)),
-        }
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok(result) => result,
-        Err(_) => Err(AttemptError::Timeout { server: name, after: timeout }),
-    }
-}
-
-/// Checks a `Connected` before trusting it: a usable timeout, and the session
-/// asked for when resuming.
-fn check_connected(c: &pb::Connected, resuming: i64, server: &str) -> Result<(), AttemptError> {
-    let reason = if c.timeout_ms <= 0 {
-        format!("negotiated a non-positive session timeout {} ms", c.timeout_ms)
-    } else if c.session_id == 0 {
-        "gave session id 0".to_string()
-    } else if resuming != 0 && c.session_id != resuming {
-        format!("resumed session {:#x} as {:#x}", resuming, c.session_id)
-    } else {
-        return Ok(());
-    };
-    Err(AttemptError::Protocol { server: server.to_string(), reason })
-}
-
 /// The channels a client handle keeps.
 pub(crate) struct Handles {
     pub commands: mpsc::Sender<Command>,
     pub control: mpsc::UnboundedSender<Control>,
     pub shared: Arc<Shared>,
-}
-
-/// The error of a first connect that ran out of time: `Transport` when the
-/// servers could not be reached at all, `ConnectionLoss` when they refused or
-/// did not answer in time.
-fn give_up(hosts: &[ServerAddr], limit: Duration, last: Option<AttemptError>) -> ClientError {
-    let names: Vec<String> = hosts.iter().map(ToString::to_string).collect();
-    let summary = format!("no server of {} accepted a session within {limit:?}", names.join(","));
-    match last {
-        Some(AttemptError::Transport { server, reason }) => {
-            ClientError::Transport { reason: format!("{summary}; {server}: {reason}"), server }
-        }
-        Some(other) => ClientError::ConnectionLoss(format!("{summary}; last error: {other}")),
-        None => ClientError::ConnectionLoss(summary),
-    }
 }
 
 /// Connects a new session to one of `hosts` (in the order given) within the
@@ -293,57 +163,6 @@ pub(crate) async fn open(hosts: Vec<ServerAddr>, settings: Settings) -> Result<H
                 sleep(wait).await;
             }
         }
-    }
-}
-
-/// Picks one list of a SetWatches request.
-type Field = fn(&mut pb::SetWatchesRequest) -> &mut Vec<String>;
-
-/// Splits the watches to replay into SetWatches requests of at most `max_bytes` of paths each.
-pub(crate) fn set_watches_requests(
-    lists: WatchLists,
-    relative_zxid: i64,
-    max_bytes: usize,
-) -> Vec<pb::SetWatchesRequest> {
-    let empty = || pb::SetWatchesRequest { relative_zxid, ..Default::default() };
-    let mut out = Vec::new();
-    let mut current = empty();
-    let mut bytes = 0usize;
-    let kinds: [(Vec<String>, Field); 5] = [
-        (lists.data, |r| &mut r.data_watches),
-        (lists.exist, |r| &mut r.exist_watches),
-        (lists.child, |r| &mut r.child_watches),
-        (lists.persistent, |r| &mut r.persistent_watches),
-        (lists.recursive, |r| &mut r.persistent_recursive_watches),
-    ];
-    for (paths, field) in kinds {
-        for path in paths {
-            if bytes > 0 && bytes + path.len() > max_bytes {
-                out.push(std::mem::replace(&mut current, empty()));
-                bytes = 0;
-            }
-            bytes += path.len();
-            field(&mut current).push(path);
-        }
-    }
-    if bytes > 0 {
-        out.push(current);
-    }
-    out
-}
-
-/// The event a server message carries, in domain form (`None` for an unknown type).
-fn event_from_pb(e: pb::WatchEvent) -> Option<WatchEvent> {
-    // The protobuf enum numbers "None" 0; ZooKeeper numbers it -1.
-    let event_type =
-        if e.r#type == pb::EventType::None as i32 { EventType::None } else { EventType::from_code(e.r#type)? };
-    Some(WatchEvent { event_type, path: e.path, zxid: e.zxid })
-}
-
-fn watcher_type_for(mode: AddWatchMode) -> WatcherType {
-    match mode {
-        AddWatchMode::Persistent => WatcherType::Persistent,
-        AddWatchMode::PersistentRecursive => WatcherType::PersistentRecursive,
     }
 }
 
@@ -790,81 +609,5 @@ fn send(link: &mut Link, xid: i32, op: pb::request::Op) -> Result<(), End> {
         Err(mpsc::error::TrySendError::Closed(_)) => {
             Err(End::Lost(format!("the outbound stream to {} is closed", link.server)))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lists(data: &[&str], persistent: &[&str]) -> WatchLists {
-        WatchLists {
-            data: data.iter().map(|s| s.to_string()).collect(),
-            persistent: persistent.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn set_watches_are_split_by_path_bytes_and_keep_their_kinds() {
-        let reqs = set_watches_requests(lists(&["/aaaa", "/bbbb", "/cccc"], &["/pppp"]), 42, 10);
-        assert_eq!(reqs.len(), 2);
-        assert!(reqs.iter().all(|r| r.relative_zxid == 42));
-        assert_eq!(reqs[0].data_watches, vec!["/aaaa", "/bbbb"]);
-        assert_eq!(reqs[1].data_watches, vec!["/cccc"]);
-        assert_eq!(reqs[1].persistent_watches, vec!["/pppp"]);
-        assert!(set_watches_requests(WatchLists::default(), 1, 10).is_empty());
-    }
-
-    #[test]
-    fn a_path_longer_than_the_limit_still_travels_alone() {
-        let reqs = set_watches_requests(lists(&["/a-very-long-path"], &["/b"]), 0, 4);
-        assert_eq!(reqs.len(), 2);
-        assert_eq!(reqs[0].data_watches, vec!["/a-very-long-path"]);
-    }
-
-    #[test]
-    fn event_types_map_from_protobuf_numbers() {
-        let e = event_from_pb(pb::WatchEvent { r#type: 0, path: "/".into(), zxid: -1 }).unwrap();
-        assert_eq!(e.event_type, EventType::None);
-        let e = event_from_pb(pb::WatchEvent { r#type: 4, path: "/p".into(), zxid: 7 }).unwrap();
-        assert_eq!((e.event_type, e.zxid), (EventType::NodeChildrenChanged, 7));
-        assert!(event_from_pb(pb::WatchEvent { r#type: 99, path: "/".into(), zxid: 0 }).is_none());
-    }
-
-    #[derive(Debug)]
-    struct Layer(&'static str, Option<Box<Layer>>);
-
-    impl std::fmt::Display for Layer {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(self.0)
-        }
-    }
-
-    impl std::error::Error for Layer {
-        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-            self.1.as_deref().map(|l| l as &(dyn std::error::Error + 'static))
-        }
-    }
-
-    #[test]
-    fn error_chains_join_sources_without_repeating_them() {
-        let refused = Layer("Connection refused", None);
-        let inner = Layer("tcp connect error", Some(Box::new(refused)));
-        let outer = Layer("tcp connect error", Some(Box::new(inner)));
-        let top = Layer("transport error", Some(Box::new(outer)));
-        assert_eq!(error_chain(&top), "transport error: tcp connect error: Connection refused");
-    }
-
-    #[test]
-    fn connected_is_checked_before_it_is_trusted() {
-        let good = pb::Connected { session_id: 5, timeout_ms: 3000, ..Default::default() };
-        assert!(check_connected(&good, 0, "s").is_ok());
-        assert!(check_connected(&good, 5, "s").is_ok());
-        assert!(check_connected(&good, 6, "s").unwrap_err().to_string().contains("resumed session"));
-        let zero = pb::Connected { timeout_ms: 0, ..good.clone() };
-        assert!(check_connected(&zero, 0, "s").is_err());
-        let no_id = pb::Connected { session_id: 0, ..good };
-        assert!(check_connected(&no_id, 0, "s").is_err());
     }
 }

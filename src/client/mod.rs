@@ -32,6 +32,7 @@
 pub mod acl_spec;
 pub mod connect_string;
 mod connection;
+mod dial;
 #[cfg(test)]
 mod end_to_end;
 pub mod error;
@@ -42,6 +43,7 @@ mod response;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod test_server;
+mod watch_pb;
 pub mod watcher;
 
 pub use connect_string::ServerAddr;

@@ -14,14 +14,14 @@
 //! session never reads behind its own writes). A write is validated locally
 //! (syntax, size), then prepared by the leader ([`prep`]: directly, or
 //! forwarded by a follower, [`forward`]) and proposed through Zab; when its
-//! transaction commits, every replica applies it ([`commit`]), fires watches
+//! transaction commits, every replica applies it (`commit.rs`), fires watches
 //! (events queued before any later reply), and the replica holding the
 //! connection answers it. Writes pipeline: many may be in flight per
 //! session, and they commit in the order they were sent.
 //!
-//! The parts: [`io`] (the vocabulary), [`requests`] (driving a connection's
-//! queue), [`connect`] (admission and revalidation of connects), [`prep`]
-//! (the leader's preparation of writes), [`commit`] (applying what Zab
+//! The parts: [`io`] (the vocabulary), `requests.rs` (driving a connection's
+//! queue), `connect.rs` (admission and revalidation of connects), [`prep`]
+//! (the leader's preparation of writes), `commit.rs` (applying what Zab
 //! commits), [`snapshots`] (when to snapshot), [`reads`] (answering reads).
 
 mod commit;

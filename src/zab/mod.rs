@@ -441,46 +441,6 @@ impl Peer {
         }
     }
 
-    fn persist(&mut self, op: StorageOp) -> u64 {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        if let StorageOp::Append(entries) = &op {
-            if let Some(last) = entries.last() {
-                self.appends_in_flight.push_back((seq, last.zxid));
-            }
-        }
-        self.outbox.push(Action::Io(Io::Persist { seq, op }));
-        seq
-    }
-
-    /// Promises never to accept an older epoch (Zab's acceptedEpoch), durably.
-    fn set_accepted_epoch(&mut self, epoch: Epoch) -> u64 {
-        assert!(epoch >= self.accepted_epoch, "acceptedEpoch would go back from {} to {epoch}", self.accepted_epoch);
-        self.accepted_epoch = epoch;
-        self.persist(StorageOp::SetAcceptedEpoch(epoch))
-    }
-
-    /// Records the epoch whose history this replica now holds (currentEpoch), durably.
-    fn set_current_epoch(&mut self, epoch: Epoch) -> u64 {
-        assert!(
-            self.current_epoch <= epoch && epoch <= self.accepted_epoch,
-            "currentEpoch {epoch} out of order (current {}, accepted {})",
-            self.current_epoch,
-            self.accepted_epoch
-        );
-        self.current_epoch = epoch;
-        self.persist(StorageOp::SetCurrentEpoch(epoch))
-    }
-
-    /// Sends `msg` once storage operation `seq` is durable (it promises what that made durable).
-    fn after_durable(&mut self, seq: u64, to: ServerId, msg: Message) {
-        if seq <= self.durable_seq {
-            self.send(to, msg);
-        } else {
-            self.deferred.push_back((seq, to, msg));
-        }
-    }
-
     fn flush_batch(&mut self) {
         if self.batch.is_empty() {
             return;
@@ -495,29 +455,6 @@ impl Peer {
                     self.send(to, Message::Proposal { epoch, entries: chunk.to_vec() });
                 }
             }
-        }
-    }
-
-    fn on_persisted(&mut self, seq: u64) {
-        if seq <= self.durable_seq {
-            return;
-        }
-        self.durable_seq = seq;
-        while let Some((s, zxid)) = self.appends_in_flight.front().copied() {
-            if s > seq {
-                break;
-            }
-            self.appends_in_flight.pop_front();
-            self.durable_zxid = self.durable_zxid.max(zxid);
-        }
-        while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
-            if let Some((_, to, msg)) = self.deferred.pop_front() {
-                self.send(to, msg);
-            }
-        }
-        match &self.state {
-            State::Leading(_) => self.leader_on_persisted(),
-            State::Following(_) | State::Looking(_) => {}
         }
     }
 

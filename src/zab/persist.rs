@@ -1,7 +1,8 @@
 //! What Zab asks storage to make durable, and what it recovers from it. The
 //! core owns this vocabulary; `storage` implements it on sled and in memory.
 
-use crate::ids::{Epoch, Zxid};
+use super::{Action, Io, Message, Peer, State};
+use crate::ids::{Epoch, ServerId, Zxid};
 use crate::txn::Entry;
 use bytes::Bytes;
 
@@ -37,4 +38,70 @@ pub struct Durable {
     pub snapshot_zxid: Zxid,
     /// Log entries after the snapshot.
     pub entries: Vec<Entry>,
+}
+
+/// Durability on the peer: every promise waits for the storage operation it depends on.
+impl Peer {
+    pub(super) fn persist(&mut self, op: StorageOp) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        if let StorageOp::Append(entries) = &op {
+            if let Some(last) = entries.last() {
+                self.appends_in_flight.push_back((seq, last.zxid));
+            }
+        }
+        self.outbox.push(Action::Io(Io::Persist { seq, op }));
+        seq
+    }
+
+    /// Promises never to accept an older epoch (Zab's acceptedEpoch), durably.
+    pub(super) fn set_accepted_epoch(&mut self, epoch: Epoch) -> u64 {
+        assert!(epoch >= self.accepted_epoch, "acceptedEpoch would go back from {} to {epoch}", self.accepted_epoch);
+        self.accepted_epoch = epoch;
+        self.persist(StorageOp::SetAcceptedEpoch(epoch))
+    }
+
+    /// Records the epoch whose history this replica now holds (currentEpoch), durably.
+    pub(super) fn set_current_epoch(&mut self, epoch: Epoch) -> u64 {
+        assert!(
+            self.current_epoch <= epoch && epoch <= self.accepted_epoch,
+            "currentEpoch {epoch} out of order (current {}, accepted {})",
+            self.current_epoch,
+            self.accepted_epoch
+        );
+        self.current_epoch = epoch;
+        self.persist(StorageOp::SetCurrentEpoch(epoch))
+    }
+
+    /// Sends `msg` once storage operation `seq` is durable (it promises what that made durable).
+    pub(super) fn after_durable(&mut self, seq: u64, to: ServerId, msg: Message) {
+        if seq <= self.durable_seq {
+            self.send(to, msg);
+        } else {
+            self.deferred.push_back((seq, to, msg));
+        }
+    }
+
+    pub(super) fn on_persisted(&mut self, seq: u64) {
+        if seq <= self.durable_seq {
+            return;
+        }
+        self.durable_seq = seq;
+        while let Some((s, zxid)) = self.appends_in_flight.front().copied() {
+            if s > seq {
+                break;
+            }
+            self.appends_in_flight.pop_front();
+            self.durable_zxid = self.durable_zxid.max(zxid);
+        }
+        while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
+            if let Some((_, to, msg)) = self.deferred.pop_front() {
+                self.send(to, msg);
+            }
+        }
+        match &self.state {
+            State::Leading(_) => self.leader_on_persisted(),
+            State::Following(_) | State::Looking(_) => {}
+        }
+    }
 }
