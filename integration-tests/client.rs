@@ -12,12 +12,12 @@ use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::{eventually, runtime, within, Ensemble};
+use zabkeeper::acl::Acl;
 use zabkeeper::client::{
     Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
     ANY_VERSION,
 };
 use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
 

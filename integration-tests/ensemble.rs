@@ -26,10 +26,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use support::{eventually, runtime, within_for};
 use support::{Ensemble, Settings};
+use zabkeeper::acl::Acl;
 use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::recipes::{Election, Lock, RecipeError};
-use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 
 /// One ensemble at a time: these tests share two cores with each other (and

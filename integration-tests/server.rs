@@ -13,10 +13,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{runtime, within, Ensemble};
+use zabkeeper::acl::Acl;
 use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::proto::client as pb;
-use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 
 fn options() -> ClientOptions {

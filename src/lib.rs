@@ -5,14 +5,14 @@
 //! - [`ids`]: newtypes: server ids, epochs, zxids, session ids.
 //! - [`error`]: ZooKeeper's error codes, the data of a failed request.
 //! - [`op`]: the client operation model both front ends share.
-//! - [`tree`]: the data tree (znodes, ACLs, watches, snapshots) and the leader's
-//!   request-to-transaction check (`tree::prepare`).
+//! - [`acl`]: ACLs, identities and the auth schemes.
+//! - [`tree`]: the data tree: znodes, watches, snapshots, applying transactions.
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
 //! - [`zab`]: Zab as a state machine: inputs in, [`zab::Action`]s out.
 //! - [`session`]: the session layer: admission of connects, each connection's
 //!   request queue, the leader's session tracker.
 //! - [`replica`]: one replica composed of the above: [`replica::Input`]s in,
-//!   [`replica::Output`]s out.
+//!   [`replica::Output`]s out; the leader's preparation of writes is [`replica::prep`].
 //! - [`wire`]: ZooKeeper's client protocol (jute), bytes to records and back.
 //!
 //! The runtime around it:
@@ -36,7 +36,7 @@
 //!    leaves as [`replica::Output::Zab`] through [`rpc::peer::Transport`].
 //! 3. L: [`rpc::peer::PeerService`] feeds the message to Zab, which hands it back as
 //!    `Forwarded`; `Replica::on_forwarded` queues it in [`replica::prep::Prep`], whose
-//!    `run` checks it against the tree and pending changes ([`tree::prepare`]) and
+//!    `run` checks it against the tree and pending changes ([`replica::prep::check`]) and
 //!    calls [`zab::Peer::propose`]. Zab persists the batch and sends PROPOSALs.
 //! 4. Every member: [`server::storage_worker`] appends and fsyncs, reports
 //!    `Persisted`; followers ACK; the leader commits once a quorum holds it durably
@@ -45,6 +45,7 @@
 //!    the queued request and sends the reply ([`replica::ClientMessage::Reply`]), which
 //!    [`frontend::Outbox`] hands to the connection's writer, encoded with the shape it carried.
 
+pub mod acl;
 pub mod client;
 pub mod config;
 pub mod error;

@@ -4,8 +4,8 @@
 //! Front ends decode their own formats into [`Op`] and encode [`OpResult`] /
 //! [`ZkError`] back; everything in between sees only these types.
 
+use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{AddWatchMode, WatcherType};
 use bytes::Bytes;

@@ -301,7 +301,7 @@ async fn dispatch(
     client: &Client,
     out: &Printer,
     command: Command,
-    create_plan: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::tree::acl::Acl>)>,
+    create_plan: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>,
 ) -> Result<Exit, ClientError> {
     match command {
         Command::Create { path, data, ttl, .. } => {

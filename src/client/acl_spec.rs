@@ -5,7 +5,7 @@
 //! (`user:hash`) and IPv6 addresses keep their colons.
 
 use super::error::ClientError;
-use crate::tree::acl::{perms, Acl};
+use crate::acl::{perms, Acl};
 
 /// Most entries one ACL text may hold.
 pub const MAX_ACL_ENTRIES: usize = 1024;

@@ -5,9 +5,9 @@
 
 use super::test_server::{connect, options, Proxy, TestServer};
 use super::*;
+use crate::acl::perms;
 use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
-use crate::tree::acl::perms;
 use crate::tree::stat::EphemeralType;
 use crate::tree::watch::{EventType, WatchEvent};
 use futures::StreamExt;

@@ -52,9 +52,9 @@ pub use multi::{MultiOp, MultiResult, ReadOp, ReadResult};
 pub use state::{ConnectionState, StateStream};
 pub use watcher::{OneshotWatcher, PersistentWatcher, WatchedEvent};
 
+use crate::acl::{Acl, Id};
 use crate::error::ZkError;
 use crate::proto::client as pb;
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{AddWatchMode, WatcherType};
 use connection::{Command, Control, Effect, Settings};

@@ -3,10 +3,10 @@
 //! error (server input never panics the client).
 
 use super::error::ClientError;
+use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::proto::client as pb;
 use crate::rpc::client_convert::{acl_from_pb, stat_from_pb};
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::Stat;
 use pb::response::Result as R;
 

@@ -9,11 +9,11 @@
 pub mod four_letter;
 pub mod zookeeper;
 
+use crate::acl::Id;
 use crate::error::ZkError;
 use crate::handle::{Event, Handle, ServerStats};
 use crate::op::Op;
 use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
-use crate::tree::acl::Id;
 use bytes::Bytes;
 use std::sync::Arc;
 use tokio::sync::{mpsc, Semaphore};

@@ -11,10 +11,10 @@
 //! other connection carries on.
 
 use super::{four_letter, Outbox, Session};
+use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::handle::{stopped, Handle};
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
-use crate::tree::acl::Id;
 use crate::wire::codec::{self, Decoded};
 use crate::wire::four_letter::four_letter_word;
 use crate::wire::frame::{check_frame, FrameStatus, LEN_PREFIX};

@@ -3,9 +3,9 @@
 //! Curator's `DistributedAtomicLong` does.
 
 use super::RecipeError;
+use crate::acl::Acl;
 use crate::client::{Client, ClientError};
 use crate::error::ErrorCode;
-use crate::tree::acl::Acl;
 use crate::tree::stat::CreateMode;
 
 /// A counter at `path`; a missing node counts as 0.

@@ -4,9 +4,9 @@
 
 use super::ticket::{contenders, Ticket};
 use super::{child_path, RecipeError};
+use crate::acl::Acl;
 use crate::client::Client;
 use crate::error::ErrorCode;
-use crate::tree::acl::Acl;
 
 const PREFIX: &str = "n_";
 

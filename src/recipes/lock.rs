@@ -4,8 +4,8 @@
 
 use super::ticket::Ticket;
 use super::RecipeError;
+use crate::acl::Acl;
 use crate::client::Client;
-use crate::tree::acl::Acl;
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -43,9 +43,9 @@ pub use election::{Election, Leadership};
 pub use lock::{Lock, LockGuard};
 pub use queue::Queue;
 
+use crate::acl::Acl;
 use crate::client::{Client, ClientError, ConnectionState, OneshotWatcher, WatchedEvent};
 use crate::error::ErrorCode;
-use crate::tree::acl::Acl;
 use crate::tree::stat::CreateMode;
 
 /// Why a recipe failed.

@@ -4,9 +4,9 @@
 
 use super::ticket::{contenders, in_doubt};
 use super::{child_path, ensure_path, fired, RecipeError};
+use crate::acl::Acl;
 use crate::client::Client;
 use crate::error::ErrorCode;
-use crate::tree::acl::Acl;
 use crate::tree::stat::CreateMode;
 use std::time::Duration;
 

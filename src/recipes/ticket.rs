@@ -4,9 +4,9 @@
 //! members are all tickets.
 
 use super::{child_path, ensure_path, fired, sequence_of, RecipeError, CONNECTION_LOSS_RETRIES};
+use crate::acl::Acl;
 use crate::client::{Client, ClientError};
 use crate::error::ErrorCode;
-use crate::tree::acl::Acl;
 use crate::tree::stat::CreateMode;
 use tokio::time::Instant;
 

@@ -2,9 +2,9 @@
 //! follower asks of the leader, and what the leader answers one follower.
 //! The leader queues a member's own requests as the same records.
 
+use crate::acl::Id;
 use crate::ids::{SessionId, Zxid};
 use crate::op::Op;
-use crate::tree::acl::Id;
 use crate::txn::codec::{self, CodecError};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

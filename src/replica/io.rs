@@ -3,11 +3,11 @@
 //! ([`ClientMessage`]) and what it starts from ([`Recovered`]). The server
 //! runtime and the simulation speak exactly these types.
 
+use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{Epoch, ServerId, SessionId, Zxid};
 use crate::op::{Op, Reply};
 pub use crate::session::{ConnId, ConnectRequest};
-use crate::tree::acl::Id;
 use crate::tree::watch::WatchEvent;
 use crate::tree::TreeState;
 use crate::txn::Entry;

@@ -40,8 +40,8 @@ pub use crate::session::NOT_SERVING;
 pub use io::{ClientMessage, ConnId, ConnectRequest, Echo, Input, Output, Recovered};
 
 use crate::ids::{ServerId, SessionId};
+use crate::replica::prep::check::Limits;
 use crate::session::Connections;
-use crate::tree::prepare::Limits;
 use crate::tree::{snapshot, DataTree};
 use crate::zab::{self, Message, Peer, Role, Status};
 use prep::Prep;

@@ -9,10 +9,10 @@
 //! for checkWatches/removeWatches), and addWatch/SetWatches register what they
 //! are given. Only exists refuses a NUL character (BADARGUMENTS), as there.
 
+use crate::acl::{self, perms, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::SessionId;
 use crate::op::{MultiItem, Op, OpResult, Reply};
-use crate::tree::acl::{self, perms, Id};
 use crate::tree::watch::WatchEvent;
 use crate::tree::DataTree;
 

@@ -3,20 +3,20 @@
 //! replies sent as they become ready.
 
 use super::forward::{self, ToLeader, Write};
+use super::prep::check;
 use super::{reads, ClientMessage, ConnId, Echo, Replica};
+use crate::acl;
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{SessionId, Zxid};
 use crate::op::{Op, OpResult, Reply};
 use crate::session::Start;
-use crate::tree::acl;
-use crate::tree::prepare;
 
 impl Replica {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op) {
         let Some(c) = self.conns.get_mut(conn) else { return };
         // Malformed writes fail here with a precise reason and no round trip;
         // the reply still waits its turn in the queue.
-        let refused = match prepare::validate(&op, &c.identities, self.config.limits) {
+        let refused = match check::validate(&op, &c.identities, self.config.limits) {
             Err(e) if op.is_write() => Some(e),
             _ => None,
         };

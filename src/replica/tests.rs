@@ -3,11 +3,11 @@
 //! faults lives in `sim`.
 
 use super::*;
+use crate::acl::Acl;
+use crate::acl::Id;
 use crate::error::ErrorCode;
 use crate::ids::Zxid;
 use crate::op::{Op, OpResult, Reply};
-use crate::tree::acl::Acl;
-use crate::tree::acl::Id;
 use crate::tree::stat::CreateMode;
 use crate::tree::watch::EventType;
 use crate::zab::{Io, StorageOp};

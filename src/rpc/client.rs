@@ -2,13 +2,13 @@
 //! client session, served by the same replica pipeline as the wire port.
 
 use super::client_convert::{client_message_to_pb, op_from_pb};
+use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::frontend::{Outbox, Session};
 use crate::handle::Handle;
 use crate::ids::ServerId;
 use crate::proto::client as pb;
 use crate::replica::{ConnectRequest, Echo};
-use crate::tree::acl::Id;
 use bytes::Bytes;
 use std::time::Instant;
 use tokio::sync::mpsc;

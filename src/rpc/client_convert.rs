@@ -2,11 +2,11 @@
 //! request that does not convert gets a typed error for its xid (BadArguments
 //! naming the field); it never takes the session down.
 
+use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult, Reply};
 use crate::proto::client as pb;
 use crate::replica::ClientMessage;
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
 use bytes::Bytes;

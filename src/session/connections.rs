@@ -3,8 +3,8 @@
 use super::admission::{ConnectRequest, Revalidation};
 use super::queue::RequestQueue;
 use super::ConnId;
+use crate::acl::Id;
 use crate::ids::{SessionId, Zxid};
-use crate::tree::acl::Id;
 use bytes::Bytes;
 use std::collections::{BTreeSet, HashMap};
 

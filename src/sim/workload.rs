@@ -5,11 +5,11 @@
 //! that never run behind its own acknowledged writes.
 
 use super::invariants::Violation;
+use crate::acl::{Acl, Id};
 use crate::error::ErrorCode;
 use crate::ids::{ServerId, SessionId, Zxid};
 use crate::op::Op;
 use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::CreateMode;
 use bytes::Bytes;
 use rand::rngs::StdRng;

@@ -5,8 +5,8 @@
 use super::mem_store::MemStorage;
 use super::sled_store::{self, SledStorage};
 use super::{Recovered, Storage, StorageError};
+use crate::acl::Acl;
 use crate::ids::{SessionId, Zxid};
-use crate::tree::acl::Acl;
 use crate::tree::{snapshot, DataTree, TreeState};
 use crate::txn::{Entry, Txn, TxnBody};
 use crate::zab::StorageOp;

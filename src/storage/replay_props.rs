@@ -8,10 +8,10 @@
 use super::mem_store::MemStorage;
 use super::sled_store::SledStorage;
 use super::{Recovered, Storage};
+use crate::acl::{self, Acl, Id};
 use crate::ids::{SessionId, Zxid};
 use crate::op::Op;
-use crate::tree::acl::{self, Acl, Id};
-use crate::tree::prepare::{Context, Limits, PendingChanges};
+use crate::replica::prep::check::{Context, Limits, PendingChanges};
 use crate::tree::stat::CreateMode;
 use crate::tree::{path, snapshot, DataTree, TreeState};
 use crate::txn::{Entry, Txn, TxnBody};

@@ -6,9 +6,7 @@
 //! a background task can serialize while writes go on. Watches
 //! ([`watch::WatchManager`]) live beside it: they are local to this replica.
 
-pub mod acl;
 pub mod path;
-pub mod prepare;
 pub mod snapshot;
 pub mod stat;
 mod state;
@@ -16,10 +14,10 @@ pub mod watch;
 
 pub use state::TreeState;
 
+use crate::acl::{Acl, AclList};
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
 use crate::txn::{Txn, TxnBody};
-use acl::{Acl, AclList};
 use bytes::Bytes;
 use stat::{EphemeralType, Stat, StatPersisted};
 use std::collections::{BTreeSet, HashMap};

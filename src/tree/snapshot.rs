@@ -8,9 +8,9 @@
 //! Chunks have a bounded size, so neither writing to disk nor sending to a
 //! follower needs the whole image in memory at once.
 
-use super::acl::{Acl, AclList};
 use super::stat::StatPersisted;
 use super::{SessionRecord, TreeState};
+use crate::acl::{Acl, AclList};
 use crate::ids::{SessionId, Zxid};
 use crate::txn::codec;
 use bytes::Bytes;

@@ -2,8 +2,8 @@
 //! containers and TTL nodes, multi, sessions and the watches each change fires.
 
 use super::*;
+use crate::acl::perms;
 use crate::ids::SessionId;
-use crate::tree::acl::perms;
 use crate::tree::stat::{EphemeralType, CONTAINER_EPHEMERAL_OWNER};
 use crate::tree::watch::{AddWatchMode, EventType};
 

@@ -86,8 +86,8 @@ pub fn decode(record: &[u8]) -> Result<Txn, CodecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::acl::Acl;
     use crate::ids::SessionId;
-    use crate::tree::acl::Acl;
     use crate::txn::TxnBody;
     use bytes::Bytes;
 

@@ -1,6 +1,6 @@
 //! Transactions: the deterministic, fully resolved form of a write.
 //!
-//! The leader turns each client write into a [`Txn`] (see `tree::prepare`):
+//! The leader turns each client write into a [`Txn`] (see `replica::prep::check`):
 //! sequential names are already chosen, versions already checked, ACLs
 //! already expanded, the time already stamped. Applying a transaction
 //! therefore never fails and yields the same tree on every replica; Zab
@@ -8,9 +8,9 @@
 
 pub mod codec;
 
+use crate::acl::Acl;
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
-use crate::tree::acl::Acl;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -6,9 +6,9 @@ use super::codec::ReplyShape;
 use super::jute::{Jute, JuteError, Reader, Writer};
 use super::opcode::{OpCode, NOTIFICATION_XID};
 use super::records::*;
+use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult, Reply};
-use crate::tree::acl::Id;
 use crate::tree::stat::Stat;
 use crate::tree::watch::{EventType, WatchEvent};
 

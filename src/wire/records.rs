@@ -8,7 +8,7 @@
 //! optional on the wire.
 
 use super::jute::{Jute, JuteError, Reader, Writer};
-use crate::tree::acl::{Acl, Id};
+use crate::acl::{Acl, Id};
 use crate::tree::stat::Stat;
 use bytes::Bytes;
 

@@ -5,9 +5,9 @@ use super::codec::ReplyShape;
 use super::jute::{Jute, Writer};
 use super::opcode::{OpCode, PING_XID};
 use super::records::*;
+use crate::acl::Id;
 use crate::error::ErrorCode;
 use crate::op::{MultiItem, OpResult, Reply};
-use crate::tree::acl::Id;
 
 /// A result that does not fit the reply shape: a server bug.
 #[derive(Debug)]

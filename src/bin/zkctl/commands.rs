@@ -4,10 +4,10 @@ use super::output::{data_json, stat_json, Exit, Printer};
 use futures::stream::{self, StreamExt};
 use serde_json::json;
 use std::collections::VecDeque;
+use zabkeeper::acl::Acl;
 use zabkeeper::client::acl_spec::parse_acl;
 use zabkeeper::client::{Client, ClientError, WatchedEvent};
 use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::watch::AddWatchMode;
 

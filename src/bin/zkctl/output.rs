@@ -3,9 +3,9 @@
 
 use serde_json::{json, Value};
 use std::io::Write;
+use zabkeeper::acl::Acl;
 use zabkeeper::client::acl_spec::{format_acl, format_perms};
 use zabkeeper::client::{ClientError, ConnectionState, WatchedEvent};
-use zabkeeper::tree::acl::Acl;
 use zabkeeper::tree::stat::Stat;
 use zabkeeper::tree::watch::WatchEvent;
 

@@ -1,9 +1,9 @@
 //! proptest strategies: every record type, and requests and replies in the
 //! canonical form the decoders produce (so a round trip must be the identity).
 
+use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult, Reply};
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
 use crate::wire::codec::ReplyShape;

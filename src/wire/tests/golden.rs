@@ -2,9 +2,9 @@
 //! mistake cannot hide behind an encoder and decoder that share it. Each
 //! frame is hex, one field per group, annotated.
 
+use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult};
-use crate::tree::acl::{Acl, Id};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{EventType, WatchEvent};
 use crate::wire::codec::{

@@ -2,7 +2,7 @@
 //! server decode) and replies (server encode → client decode).
 
 use super::gen::{self, Gen};
-use crate::tree::acl::{Acl, Id};
+use crate::acl::{Acl, Id};
 use crate::tree::stat::Stat;
 use crate::wire::client_codec::{
     decode_connect_response, decode_notification, decode_reply, encode_connect, encode_request,

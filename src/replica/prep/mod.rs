@@ -3,17 +3,21 @@
 //! from every member queue here in arrival order, each is checked against
 //! the committed tree plus the changes already proposed, and becomes a
 //! transaction (a failure too, so replies stay in order) for Zab to propose.
-//! Only the leader prepares; on other members this stays empty.
+//! Only the leader prepares; on other members this stays empty. The check of
+//! one request against the tree ([`check`], ZooKeeper's per-op preparation)
+//! is apart from the queue and the session bookkeeping here.
+
+pub mod check;
 
 use super::forward::{self, NewSession, ToFollower, ToLeader, Write};
 use crate::error::ErrorCode;
 use crate::ids::{ServerId, SessionId, Zxid};
 use crate::session::{timeout_ticks, SessionTracker};
-use crate::tree::prepare::{Context, Limits, PendingChanges};
 use crate::tree::stat::EphemeralType;
 use crate::tree::TreeState;
 use crate::txn::{Txn, TxnBody};
 use crate::zab::Peer;
+use check::{Context, Limits, PendingChanges};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Something the leader turns into a transaction, in arrival order.

@@ -10,13 +10,13 @@
 //! also exposed on their own, so the replica a client talks to can reject a
 //! malformed request at once with a precise reason, without a round trip.
 
-use super::acl::{self, perms, Acl, Id};
-use super::path;
-use super::stat::{CreateMode, EphemeralType, StatPersisted, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS};
-use super::{is_special_path, TreeState};
+use crate::acl::{self, perms, Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{SessionId, Zxid};
 use crate::op::Op;
+use crate::tree::path;
+use crate::tree::stat::{CreateMode, EphemeralType, StatPersisted, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS};
+use crate::tree::{is_special_path, TreeState};
 use crate::txn::TxnBody;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
