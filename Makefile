@@ -94,11 +94,13 @@ bench:
 bench-failover:
 	$(CARGO) test --release --test ensemble -- --ignored --nocapture failover_time
 
-## The same ZooKeeper-protocol load against zabkeeper and Apache ZooKeeper
-## (Debian's package; `make zookeeper-package` installs it), side by side.
+## The same ZooKeeper-protocol load against a 3-member zabkeeper and a 3-member
+## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side
+## by side. BENCH_QUICK=1 for a short run. Not part of `make test`.
+BENCH_QUICK ?=
 bench-vs-zookeeper:
 	$(CARGO) build --release --bin zabkeeper --example zk_load
-	python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/examples/zk_load
+	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/examples/zk_load
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.

@@ -16,7 +16,7 @@ use zookeeper_client::{Acls, Client, CreateMode};
 /// Load for one server's ZooKeeper port.
 #[derive(Parser, Debug)]
 struct Args {
-    /// ZooKeeper connect string (host:port,...).
+    /// ZooKeeper connect string (host:port,...); session i connects to the i-th host, round robin.
     #[arg(long)]
     hosts: String,
     /// Parent of the nodes this run creates (must not exist).
@@ -95,17 +95,23 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let connect = || async {
+    // Sessions are spread over the members round robin, as clients of a
+    // real ensemble spread themselves, so every member serves its share.
+    let members: Vec<&str> = args.hosts.split(',').filter(|h| !h.is_empty()).collect();
+    if members.is_empty() {
+        return Err("--hosts names no server".into());
+    }
+    let connect = |host: String| async move {
         Client::connector()
             .with_session_timeout(Duration::from_secs(30))
             .with_connection_timeout(Duration::from_secs(10))
-            .connect(&args.hosts)
+            .connect(&host)
             .await
-            .map_err(|e| format!("connect to {}: {e}", args.hosts))
+            .map_err(|e| format!("connect to {host}: {e}"))
     };
     let mut clients = Vec::new();
-    for _ in 0..args.sessions {
-        clients.push(connect().await?);
+    for s in 0..args.sessions {
+        clients.push(connect(members[s % members.len()].to_string()).await?);
     }
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;

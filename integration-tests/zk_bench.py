@@ -1,22 +1,29 @@
 #!/usr/bin/env python3
-"""Throughput and latency of zabkeeper and Apache ZooKeeper, side by side.
+"""Throughput and latency of zabkeeper and Apache ZooKeeper, side by side,
+as users deploy them: a 3-member ensemble of each.
 
-Starts a standalone Apache ZooKeeper (Debian's `zookeeper` package) and a
-one-member zabkeeper (release build), both fsync'ing to a temporary directory
-on loopback, and runs the same load against each with `zk_load` (a Rust load
-generator speaking ZooKeeper's protocol through the `zookeeper-client`
-crate): create, getData, setData and delete phases with several sessions and
-many requests in flight. The servers take turns for `--rounds` rounds so a
-noisy machine disturbs both alike; the table gives each one's median per
-phase and the ratio zabkeeper / ZooKeeper. Without the package it says the
-comparison is skipped and measures zabkeeper alone.
+Starts a 3-member zabkeeper ensemble (release build) and a 3-member Apache
+ZooKeeper (Debian's `zookeeper` package, each member its own JVM, fsync on),
+both on loopback with data under temporary directories, and runs the same
+load against each with `zk_load` (a Rust load generator speaking ZooKeeper's
+protocol through the `zookeeper-client` crate), its sessions spread over the
+members round robin. Two load shapes: 32 sessions with one request in flight
+each, and the same sessions with 8 in flight (pipelined); each runs create,
+getData, setData and delete phases. ZooKeeper gets an untimed warm-up first
+so its JIT is measured at its best; then the ensembles take turns for
+`--rounds` rounds so a noisy machine disturbs both alike, and the table gives
+each one's median per phase and the ratio zabkeeper / ZooKeeper. Both are
+stopped by PID. Without the package it says the comparison is skipped and
+measures zabkeeper alone. BENCH_QUICK=1 runs a short version.
 
-Usage: make bench-vs-zookeeper (or python3 integration-tests/zk_bench.py
---binary target/release/zabkeeper --load target/release/examples/zk_load).
+Usage: make bench-vs-zookeeper [BENCH_QUICK=1] (or python3
+integration-tests/zk_bench.py --binary target/release/zabkeeper --load
+target/release/examples/zk_load).
 """
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,9 +33,9 @@ import zk_support as zk
 PHASES = ["create", "get", "set", "delete"]
 
 
-def run_load(load, hosts, root, args):
-    cmd = [load, "--hosts", hosts, "--root", root, "--ops", str(args.ops), "--sessions", str(args.sessions),
-           "--inflight", str(args.inflight), "--size", str(args.size)]
+def run_load(load, hosts, root, args, sessions, inflight):
+    cmd = [load, "--hosts", hosts, "--root", root, "--ops", str(args.ops), "--sessions", str(sessions),
+           "--inflight", str(inflight), "--size", str(args.size)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"zk_load against {hosts} failed: {out.stderr.strip()}")
@@ -36,19 +43,23 @@ def run_load(load, hosts, root, args):
 
 
 def main():
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True, help="the zabkeeper server binary (release build)")
     parser.add_argument("--load", required=True, help="the zk_load example binary")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--ops", type=int, default=10000)
-    parser.add_argument("--sessions", type=int, default=4)
-    parser.add_argument("--inflight", type=int, default=32)
+    parser.add_argument("--members", type=int, default=3, help="members of each ensemble (1: standalone)")
+    parser.add_argument("--rounds", type=int, default=1 if quick else 3)
+    parser.add_argument("--ops", type=int, default=3000 if quick else 20000, help="operations per phase")
+    parser.add_argument("--warmup-ops", type=int, default=10000 if quick else 40000,
+                        help="untimed operations per phase against ZooKeeper first (its JIT)")
+    parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--size", type=int, default=100)
     args = parser.parse_args()
+    shapes = [("", 1), ("piped-", 8)]
 
     classpath, why = zk.find_zookeeper_classpath()
     servers = {}
-    ours = zk.Ensemble(args.binary, size=1)
+    ours = zk.Ensemble(args.binary, size=args.members)
     apache = None
     try:
         ours.start()
@@ -56,17 +67,27 @@ def main():
         if classpath is None:
             print(f"comparison with Apache ZooKeeper SKIPPED: {why} (apt-get install -y zookeeper)")
         else:
-            apache = zk.ApacheZooKeeper(classpath).start()
-            servers["zookeeper"] = f"127.0.0.1:{apache.port}"
-            print(f"Apache ZooKeeper {zk.zookeeper_version(classpath)} (Debian package, standalone) "
-                  f"vs zabkeeper (one member, {args.binary})")
-        print(f"load: {args.ops} ops per phase, {args.sessions} sessions x {args.inflight} in flight, "
-              f"{args.size}-byte data, {args.rounds} rounds taking turns")
-        results = {name: {p: [] for p in PHASES} for name in servers}
+            if args.members == 1:
+                apache = zk.ApacheZooKeeper(classpath).start()
+                servers["zookeeper"] = f"127.0.0.1:{apache.port}"
+            else:
+                apache = zk.ApacheEnsemble(classpath, size=args.members).start()
+                servers["zookeeper"] = apache.hosts()
+            print(f"Apache ZooKeeper {zk.zookeeper_version(classpath)} (Debian package) vs zabkeeper "
+                  f"({args.binary}), {args.members} members each")
+            # Untimed: the JIT compiles ZooKeeper's hot paths.
+            warm = argparse.Namespace(**{**vars(args), "ops": args.warmup_ops})
+            for inflight in (1, 8):
+                run_load(args.load, servers["zookeeper"], f"/warmup-{inflight}", warm, args.sessions, inflight)
+        print(f"load: {args.ops} ops per phase, {args.sessions} sessions spread over the members, "
+              f"1 and 8 in flight each, {args.size}-byte data, {args.rounds} rounds taking turns")
+        results = {}
         for r in range(args.rounds):
-            for name, hosts in servers.items():
-                for phase, doc in run_load(args.load, hosts, f"/bench-{r}", args).items():
-                    results[name][phase].append(doc)
+            for prefix, inflight in shapes:
+                for name, hosts in servers.items():
+                    docs = run_load(args.load, hosts, f"/bench-{r}-{inflight}", args, args.sessions, inflight)
+                    for phase, doc in docs.items():
+                        results.setdefault(prefix + phase, {}).setdefault(name, []).append(doc)
     finally:
         if apache is not None:
             apache.stop()
@@ -75,19 +96,21 @@ def main():
         print("zabkeeper panicked:\n" + "\n".join(panics))
         return 1
 
-    def median(name, phase, key):
-        return statistics.median(d[key] for d in results[name][phase])
+    def median(phase, name, key):
+        return statistics.median(d[key] for d in results[phase][name])
 
-    header = f"{'phase':<8} {'server':<10} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+    header = f"{'phase':<14} {'server':<10} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
     print(header)
     print("-" * len(header))
-    for phase in PHASES:
-        for name in servers:
-            print(f"{phase:<8} {name:<10} {median(name, phase, 'ops_per_sec'):>9.0f} "
-                  f"{median(name, phase, 'p50_ms'):>8.2f} {median(name, phase, 'p99_ms'):>8.2f}")
-        if "zookeeper" in servers:
-            ratio = median("zabkeeper", phase, "ops_per_sec") / median("zookeeper", phase, "ops_per_sec")
-            print(f"{phase:<8} {'ratio':<10} {ratio:>8.2f}x (zabkeeper / ZooKeeper throughput)")
+    for prefix, _ in shapes:
+        for base in PHASES:
+            phase = prefix + base
+            for name in servers:
+                print(f"{phase:<14} {name:<10} {median(phase, name, 'ops_per_sec'):>9.0f} "
+                      f"{median(phase, name, 'p50_ms'):>8.2f} {median(phase, name, 'p99_ms'):>8.2f}")
+            if "zookeeper" in servers:
+                ratio = median(phase, "zabkeeper", "ops_per_sec") / median(phase, "zookeeper", "ops_per_sec")
+                print(f"{phase:<14} {'ratio':<10} {ratio:>8.2f}x (zabkeeper / ZooKeeper throughput)")
     return 0
 
 

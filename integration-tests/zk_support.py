@@ -671,6 +671,95 @@ class ApacheZooKeeper:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class ApacheEnsemble:
+    """`size` Apache ZooKeeper members (QuorumPeerMain), each its own JVM, on
+    free loopback ports, with one generated zoo.cfg per member, a myid file
+    and a temporary dataDir each; fsync on (ZooKeeper's default). Stopped by
+    PID."""
+
+    def __init__(self, classpath, size=3, tick_ms=200, heap="512m"):
+        self.classpath = classpath
+        self.size = size
+        self.heap = heap
+        self.dir = tempfile.mkdtemp(prefix="apache-zk-ensemble-")
+        self.procs = {}
+        self.ports = {i: {k: free_port() for k in ("client", "peer", "election")} for i in range(1, size + 1)}
+        servers = [f"server.{i}=127.0.0.1:{p['peer']}:{p['election']}" for i, p in sorted(self.ports.items())]
+        for i, p in self.ports.items():
+            data = os.path.join(self.dir, f"zk{i}")
+            os.makedirs(data)
+            with open(os.path.join(data, "myid"), "w") as f:
+                f.write(f"{i}\n")
+            with open(os.path.join(self.dir, f"zoo{i}.cfg"), "w") as f:
+                f.write("\n".join([
+                    f"tickTime={tick_ms}",
+                    "initLimit=10",
+                    "syncLimit=5",
+                    f"dataDir={data}",
+                    f"clientPort={p['client']}",
+                    "clientPortAddress=127.0.0.1",
+                    "admin.enableServer=false",
+                    "4lw.commands.whitelist=*",
+                    "maxClientCnxns=0",
+                    "minSessionTimeout=1000",
+                    "maxSessionTimeout=60000",
+                    "forceSync=yes",
+                ] + servers) + "\n")
+
+    def start(self, timeout=90.0):
+        for i in self.ports:
+            log = open(os.path.join(self.dir, f"zk{i}.log"), "ab")
+            self.procs[i] = subprocess.Popen(
+                ["java", f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
+                 "-cp", self.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+                 os.path.join(self.dir, f"zoo{i}.cfg")],
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+            log.close()
+        deadline = time.monotonic() + timeout
+        while True:
+            modes = [self.mode(i) for i in self.ports]
+            if all(m in ("leader", "follower") for m in modes) and modes.count("leader") == 1:
+                return self
+            for i, proc in self.procs.items():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"Apache ZooKeeper member {i} exited with {proc.returncode}:\n{self.log(i)[-3000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Apache ZooKeeper ensemble not serving within {timeout}s (modes {modes})")
+            time.sleep(0.3)
+
+    def mode(self, i):
+        """'leader' or 'follower' once serving, from `srvr`; None before."""
+        try:
+            text = four_letter(self.ports[i]["client"], "srvr")
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    def hosts(self, ids=None):
+        """A ZooKeeper connect string."""
+        ids = ids or sorted(self.ports)
+        return ",".join(f"127.0.0.1:{self.ports[i]['client']}" for i in ids)
+
+    def pids(self):
+        """The members' process ids."""
+        return {i: p.pid for i, p in self.procs.items()}
+
+    def log(self, i):
+        try:
+            with open(os.path.join(self.dir, f"zk{i}.log"), "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        for proc in self.procs.values():
+            stop_pid(proc)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def fail(message):
     """Prints a failure and exits non-zero."""
     print(f"FAIL: {message}", file=sys.stderr, flush=True)
