@@ -82,6 +82,15 @@ def kill_pid(proc):
     proc.wait(timeout=10)
 
 
+def read_log(path):
+    """A log file's text ('' when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def default_binary():
     """The debug zabkeeper binary cargo builds for `make test`."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,11 +196,7 @@ class Ensemble:
         kill_pid(self.procs.pop(i, None))
 
     def log(self, i):
-        try:
-            with open(os.path.join(self.dir, f"zk{i}.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return read_log(os.path.join(self.dir, f"zk{i}.log"))
 
     def panics(self):
         """Log lines of members that report a panic (a server must never
@@ -660,11 +665,7 @@ class ApacheZooKeeper:
         return self
 
     def log(self):
-        try:
-            with open(os.path.join(self.dir, "zk.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return read_log(os.path.join(self.dir, "zk.log"))
 
     def stop(self):
         stop_pid(self.proc)
@@ -748,11 +749,7 @@ class ApacheEnsemble:
         return {i: p.pid for i, p in self.procs.items()}
 
     def log(self, i):
-        try:
-            with open(os.path.join(self.dir, f"zk{i}.log"), "rb") as f:
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return read_log(os.path.join(self.dir, f"zk{i}.log"))
 
     def stop(self):
         for proc in self.procs.values():
