@@ -5,7 +5,7 @@
 //!
 //! Phases, each a fixed number of operations spread over `--sessions`
 //! sessions with `--inflight` requests outstanding per session: create
-//! persistent nodes, getData, setData, delete. Prints one JSON line per phase
+//! persistent nodes, getData, setData, mixed (90% getData, 10% setData), delete. Prints one JSON line per phase
 //! with operations per second and latency percentiles.
 
 use clap::Parser;
@@ -44,6 +44,8 @@ enum Phase {
     Create,
     Get,
     Set,
+    /// Nine getData for every setData, on the nodes created before.
+    Mixed,
     Delete,
 }
 
@@ -53,6 +55,7 @@ impl Phase {
             Phase::Create => "create",
             Phase::Get => "get",
             Phase::Set => "set",
+            Phase::Mixed => "mixed",
             Phase::Delete => "delete",
         }
     }
@@ -76,6 +79,8 @@ async fn run_session(
                 Phase::Create => client.create(&path, data, options).await.map(|_| ()),
                 Phase::Get => client.get_data(&path).await.map(|_| ()),
                 Phase::Set => client.set_data(&path, data, None).await.map(|_| ()),
+                Phase::Mixed if i % 10 == 0 => client.set_data(&path, data, None).await.map(|_| ()),
+                Phase::Mixed => client.get_data(&path).await.map(|_| ()),
                 Phase::Delete => client.delete(&path, None).await,
             };
             outcome.map(|()| start.elapsed()).map_err(|e| format!("{} {path}: {e}", phase.name()))
@@ -116,7 +121,7 @@ async fn run(args: Args) -> Result<(), String> {
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;
     let per_session = args.ops.div_ceil(args.sessions);
-    for phase in [Phase::Create, Phase::Get, Phase::Set, Phase::Delete] {
+    for phase in [Phase::Create, Phase::Get, Phase::Set, Phase::Mixed, Phase::Delete] {
         let start = Instant::now();
         let work = clients.iter().enumerate().map(|(s, client)| {
             let range = (s * per_session)..((s + 1) * per_session).min(args.ops);

@@ -7,9 +7,10 @@ ZooKeeper (Debian's `zookeeper` package, each member its own JVM, fsync on),
 both on loopback with data under temporary directories, and runs the same
 load against each with `zk_load` (a Rust load generator speaking ZooKeeper's
 protocol through the `zookeeper-client` crate), its sessions spread over the
-members round robin. Two load shapes: 32 sessions with one request in flight
-each, and the same sessions with 8 in flight (pipelined); each runs create,
-getData, setData and delete phases. ZooKeeper gets an untimed warm-up first
+members round robin. Three load shapes: 32 sessions with one request in
+flight each, the same sessions with 8 in flight (pipelined), and a single
+session with one in flight (latency); each runs create, getData, setData,
+mixed (90% getData, 10% setData) and delete phases. ZooKeeper gets an untimed warm-up first
 so its JIT is measured at its best; then the ensembles take turns for
 `--rounds` rounds so a noisy machine disturbs both alike, and the table gives
 each one's median per phase and the ratio zabkeeper / ZooKeeper. Both are
@@ -30,7 +31,7 @@ import sys
 
 import zk_support as zk
 
-PHASES = ["create", "get", "set", "delete"]
+PHASES = ["create", "get", "set", "mixed", "delete"]
 
 
 def run_load(load, hosts, root, args, sessions, inflight):
@@ -55,7 +56,9 @@ def main():
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--size", type=int, default=100)
     args = parser.parse_args()
-    shapes = [("", 1), ("piped-", 8)]
+    # (label prefix, sessions, requests in flight per session, operations per phase)
+    shapes = [("", args.sessions, 1, args.ops), ("piped-", args.sessions, 8, args.ops),
+              ("single-", 1, 1, max(args.ops // 10, 500))]
 
     classpath, why = zk.find_zookeeper_classpath()
     servers = {}
@@ -80,12 +83,14 @@ def main():
             for inflight in (1, 8):
                 run_load(args.load, servers["zookeeper"], f"/warmup-{inflight}", warm, args.sessions, inflight)
         print(f"load: {args.ops} ops per phase, {args.sessions} sessions spread over the members, "
-              f"1 and 8 in flight each, {args.size}-byte data, {args.rounds} rounds taking turns")
+              f"1 and 8 (piped-) in flight each, then one session with one in flight (single-); "
+              f"{args.size}-byte data, {args.rounds} rounds taking turns")
         results = {}
         for r in range(args.rounds):
-            for prefix, inflight in shapes:
+            for prefix, sessions, inflight, ops in shapes:
+                shape = argparse.Namespace(**{**vars(args), "ops": ops})
                 for name, hosts in servers.items():
-                    docs = run_load(args.load, hosts, f"/bench-{r}-{inflight}", args, args.sessions, inflight)
+                    docs = run_load(args.load, hosts, f"/bench-{r}-{prefix}", shape, sessions, inflight)
                     for phase, doc in docs.items():
                         results.setdefault(prefix + phase, {}).setdefault(name, []).append(doc)
     finally:
@@ -102,7 +107,7 @@ def main():
     header = f"{'phase':<14} {'server':<10} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
     print(header)
     print("-" * len(header))
-    for prefix, _ in shapes:
+    for prefix, *_ in shapes:
         for base in PHASES:
             phase = prefix + base
             for name in servers:
