@@ -82,6 +82,14 @@ def kill_pid(proc):
     proc.wait(timeout=10)
 
 
+def srvr_mode(port):
+    """The `Mode:` a server's `srvr` reports ('leader', 'follower', 'standalone'), None when it does not answer."""
+    for line in four_letter(port, "srvr").splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
 def read_log(path):
     """A log file's text ('' when it cannot be read)."""
     try:
@@ -166,10 +174,7 @@ class Ensemble:
 
     def mode(self, i):
         """'leader', 'follower', 'standalone' or None, from `srvr`."""
-        for line in four_letter(self.client_port(i), "srvr").splitlines():
-            if line.startswith("Mode:"):
-                return line.split(":", 1)[1].strip()
-        return None
+        return srvr_mode(self.client_port(i))
 
     def wait_serving(self, ids, timeout=30.0):
         """Waits (bounded) until each member answers a ZooKeeper session
@@ -730,14 +735,7 @@ class ApacheEnsemble:
 
     def mode(self, i):
         """'leader' or 'follower' once serving, from `srvr`; None before."""
-        try:
-            text = four_letter(self.ports[i]["client"], "srvr")
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("Mode:"):
-                return line.split(":", 1)[1].strip()
-        return None
+        return srvr_mode(self.ports[i]["client"])
 
     def hosts(self, ids=None):
         """A ZooKeeper connect string."""

@@ -44,11 +44,10 @@ impl Replica {
             let waiting = c.queue.applied(applied);
             let ids = &mut self.ids;
             let started = c.queue.start(|| ids.cxid());
-            let identities = if started.is_empty() { Vec::new() } else { c.identities.clone() };
             self.conns.set_waiting_apply(conn, waiting);
             let mut moved = !started.is_empty();
             for start in started {
-                self.submit(conn, session, start, &identities);
+                self.submit(conn, session, start);
             }
             moved |= self.answer_read(conn, session);
             match self.send_ready(conn) {
@@ -64,7 +63,7 @@ impl Replica {
 
     /// Sends a started write or sync on its way: to the leader's queue here,
     /// or forwarded to the leader. Without a leader it fails at once.
-    fn submit(&mut self, conn: ConnId, session: SessionId, start: Start, identities: &[acl::Id]) {
+    fn submit(&mut self, conn: ConnId, session: SessionId, start: Start) {
         let Start { cxid, op } = start;
         if !self.status.serving {
             if let Some(c) = self.conns.get_mut(conn) {
@@ -72,17 +71,22 @@ impl Replica {
             }
             return;
         }
-        let me = self.me();
-        match (matches!(op, Op::Sync { .. }), self.leading()) {
-            (true, true) => self.prep.sync(session, cxid),
-            (true, false) => {
+        if matches!(op, Op::Sync { .. }) {
+            if self.leading() {
+                self.prep.sync(session, cxid);
+            } else {
                 self.zab.forward(forward::encode(&ToLeader::Sync { session, cxid }));
             }
-            (false, true) => self.prep.write(me, Write { session, cxid, op, identities: identities.to_vec() }),
-            (false, false) => {
-                let write = Write { session, cxid, op, identities: identities.to_vec() };
-                self.zab.forward(forward::encode(&ToLeader::Write(write)));
-            }
+            return;
+        }
+        // ACLs are checked on the leader, against the session's identities here.
+        let identities = self.conns.get(conn).map(|c| c.identities.clone()).unwrap_or_default();
+        let write = Write { session, cxid, op, identities };
+        if self.leading() {
+            let me = self.me();
+            self.prep.write(me, write);
+        } else {
+            self.zab.forward(forward::encode(&ToLeader::Write(write)));
         }
     }
 

@@ -137,25 +137,22 @@ impl<E> RequestQueue<E> {
     /// Completes the started request tagged `cxid` with the reply `shape`
     /// makes of it; false when no request carries that tag.
     pub fn complete(&mut self, cxid: i32, shape: impl FnOnce(&Op) -> Reply) -> bool {
-        match self.items.iter_mut().find(|p| matches!(p.progress, Progress::Started(c) if c == cxid)) {
-            Some(p) => {
-                p.progress = Progress::Done(shape(&p.op));
-                true
-            }
-            None => false,
-        }
+        let Some(p) = self.started(cxid) else { return false };
+        p.progress = Progress::Done(shape(&p.op));
+        true
     }
 
     /// The started sync tagged `cxid` was answered by the leader: it is done
     /// once the tree has applied `zxid`. False when no request carries that tag.
     pub fn sync_answered(&mut self, cxid: i32, zxid: Zxid) -> bool {
-        match self.items.iter_mut().find(|p| matches!(p.progress, Progress::Started(c) if c == cxid)) {
-            Some(p) => {
-                p.progress = Progress::WaitApplied(zxid);
-                true
-            }
-            None => false,
-        }
+        let Some(p) = self.started(cxid) else { return false };
+        p.progress = Progress::WaitApplied(zxid);
+        true
+    }
+
+    /// The started request tagged `cxid`.
+    fn started(&mut self, cxid: i32) -> Option<&mut Pending<E>> {
+        self.items.iter_mut().find(|p| matches!(p.progress, Progress::Started(c) if c == cxid))
     }
 
     /// Completes the syncs the tree has caught up with; true while another

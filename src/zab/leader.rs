@@ -433,7 +433,11 @@ impl Peer {
         let upto = l.newleader_zxid;
         let targets = l.synced_followers();
         tracing::info!(id, epoch, zxid = %upto, followers = ?targets, "leader established");
-        // Our whole history is now on a quorum: commit it.
+        // Our whole history is now on a quorum: commit it. (try_commit's point
+        // is the quorum's durable zxid by construction; this one rests on the
+        // followers' ACKs of NEWLEADER, so it is checked.)
+        let durable = self.quorum_durable();
+        assert!(upto <= durable, "committing {upto} past what a quorum holds durably ({durable})");
         self.commit_to(upto);
         let committed = self.committed;
         for to in targets {
