@@ -67,10 +67,14 @@ impl Storage for MemDisk {
         Ok(())
     }
 
-    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+    fn save_snapshot_from(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Bytes>,
+    ) -> Result<SnapshotMeta, StorageError> {
         // Not kept: recovery replays the whole log instead.
-        let bytes = chunks.iter().map(|c| c.len() as u64).sum();
-        Ok(SnapshotMeta { zxid, bytes, chunks: chunks.len() as u32 })
+        let (count, bytes) = chunks.fold((0u32, 0u64), |(n, b), c| (n.saturating_add(1), b + c.len() as u64));
+        Ok(SnapshotMeta { zxid, bytes, chunks: count })
     }
 
     fn purge(&self, _keep: usize) -> Result<PurgeReport, StorageError> {

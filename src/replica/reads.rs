@@ -38,7 +38,7 @@ fn check_no_nul(p: &str) -> Result<(), ZkError> {
 
 fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(), ZkError> {
     let node = tree.state().node(p).ok_or_else(|| err(ErrorCode::NoNode, p))?;
-    if acl::permits(&node.acl, perm, identities) {
+    if acl::permits(node.acl(), perm, identities) {
         Ok(())
     } else {
         Err(err(ErrorCode::NoAuth, p))

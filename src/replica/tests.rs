@@ -598,7 +598,7 @@ fn a_write_left_in_flight_on_the_old_member_is_fenced_once_the_session_moves() {
     e.release_link(a, leader);
     e.settle(2);
     for (id, node) in &e.nodes {
-        let data = &node.replica.tree().state().node("/n").expect("/n").data;
+        let data = &node.replica.tree().state().node("/n").expect("/n").data();
         assert_eq!(&data[..], b"new", "member {id}: the session's older write was applied after its newer one");
     }
     let answer = e.take(old);

@@ -326,9 +326,10 @@ impl Owner {
         let retained = self.config.snapshots_retained;
         tokio::task::spawn_blocking(move || {
             let zxid = state.last_zxid();
-            let (chunks, info) = snapshot::to_chunks(&state, 1 << 20);
-            let event = match storage.save_snapshot(zxid, &chunks).and_then(|_| storage.purge(retained)) {
+            let mut chunks = snapshot::Chunks::new(&state, 1 << 20);
+            let event = match storage.save_snapshot_from(zxid, &mut chunks).and_then(|_| storage.purge(retained)) {
                 Ok(purged) => {
+                    let info = chunks.info();
                     tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
                     Event::Input(Input::SnapshotSaved { zxid })
                 }

@@ -192,7 +192,13 @@ impl Storage for MemStorage {
         Ok(())
     }
 
-    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+    fn save_snapshot_from(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Bytes>,
+    ) -> Result<SnapshotMeta, StorageError> {
+        let chunks: Vec<Bytes> = chunks.collect();
+        let chunks = chunks.as_slice();
         if chunks.is_empty() {
             return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
         }

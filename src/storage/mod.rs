@@ -160,8 +160,18 @@ pub trait Storage: Send + Sync {
     /// Makes every applied operation durable (fsync).
     fn flush(&self) -> Result<(), StorageError>;
 
-    /// Stores a snapshot of committed state at `zxid`, durably on return.
-    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError>;
+    /// Stores a snapshot of committed state at `zxid`, durably on return,
+    /// taking its chunks as they are produced.
+    fn save_snapshot_from(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Bytes>,
+    ) -> Result<SnapshotMeta, StorageError>;
+
+    /// Stores a snapshot held whole in memory (see [`Storage::save_snapshot_from`]).
+    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+        self.save_snapshot_from(zxid, &mut chunks.iter().cloned())
+    }
 
     /// Keeps the newest `keep` snapshots and drops older ones, and every log
     /// entry not needed to replay from the oldest snapshot kept.

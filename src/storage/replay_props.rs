@@ -94,10 +94,10 @@ fn resolve_target(target: &Target, tree: &TreeState) -> String {
         Target::Child { parent, n } => {
             let parent = PARENTS[parent % PARENTS.len()];
             match tree.node(parent) {
-                Some(node) if !node.children.is_empty() => {
-                    let child = node.children.iter().nth(n % node.children.len()).map_or("none", |c| c.as_ref());
-                    path::join(parent, child)
-                }
+                Some(node) if node.num_children() > 0 => match tree.children(parent).nth(n % node.num_children()) {
+                    Some(child) => child.to_string(),
+                    None => path::join(parent, "none"),
+                },
                 _ => path::join(parent, "none"),
             }
         }

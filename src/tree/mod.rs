@@ -6,13 +6,18 @@
 //! a background task can serialize while writes go on. Watches
 //! ([`watch::WatchManager`]) live beside it: they are local to this replica.
 
+mod node;
 pub mod path;
 pub mod snapshot;
 pub mod stat;
 mod state;
+mod table;
 pub mod watch;
 
+use node::SharedAcl;
+pub use node::Znode;
 pub use state::TreeState;
+use table::Table;
 
 use crate::acl::{Acl, AclList};
 use crate::error::ErrorCode;
@@ -23,29 +28,6 @@ use stat::{EphemeralType, Stat, StatPersisted};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use watch::{EventType, Trigger, WatchEvent, WatchManager};
-
-/// The hasher of the node table: fixed seed, so a simulation replays exactly.
-type Hasher = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-
-/// One znode.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Znode {
-    /// The data.
-    pub data: Bytes,
-    /// The ACL, shared with every node that has the same list.
-    pub acl: AclList,
-    /// The persisted metadata.
-    pub stat: StatPersisted,
-    /// Child names.
-    pub children: BTreeSet<Arc<str>>,
-}
-
-impl Znode {
-    /// The full Stat.
-    pub fn stat(&self) -> Stat {
-        self.stat.to_stat(self.data.len(), self.children.len())
-    }
-}
 
 /// A live session as replicated state: what any replica needs to accept its resumption.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,7 +94,7 @@ pub struct DataTree {
     state: TreeState,
     watches: WatchManager,
     /// Interned ACL lists, so equal lists share one allocation.
-    acl_cache: HashMap<Vec<Acl>, AclList>,
+    acl_cache: HashMap<Vec<Acl>, SharedAcl>,
 }
 
 impl DataTree {
@@ -124,10 +106,10 @@ impl DataTree {
     /// A tree from a snapshot's state.
     pub fn from_state(state: TreeState) -> DataTree {
         let mut tree = DataTree { state, watches: WatchManager::default(), acl_cache: HashMap::new() };
-        let lists: Vec<AclList> = {
+        let lists: Vec<SharedAcl> = {
             let mut seen = Vec::new();
             for (_, node) in tree.state.nodes.iter() {
-                seen.push(node.acl.clone());
+                seen.push(node.shared_acl().clone());
             }
             seen
         };
@@ -168,15 +150,15 @@ impl DataTree {
         self.state.last_zxid
     }
 
-    fn intern(&mut self, acl: &[Acl]) -> AclList {
+    fn intern(&mut self, acl: &[Acl]) -> SharedAcl {
         if let Some(list) = self.acl_cache.get(acl) {
             return list.clone();
         }
         // Drop lists nobody uses any more before the cache grows.
         if self.acl_cache.len() > 1024 {
-            self.acl_cache.retain(|_, list| Arc::strong_count(list) > 1);
+            self.acl_cache.retain(|_, list| !list.is_unique());
         }
-        let list: AclList = acl.to_vec().into();
+        let list = SharedAcl::new(acl.to_vec().into());
         self.acl_cache.insert(acl.to_vec(), list.clone());
         list
     }
@@ -225,7 +207,7 @@ impl DataTree {
                 self.state.set_acl(path, acl, *version)
             }
             TxnBody::Check { path } => {
-                if self.state.nodes.contains_key(path.as_str()) {
+                if self.state.nodes.contains(path) {
                     TxnResult::Checked
                 } else {
                     TxnResult::Error(ErrorCode::NoNode)
@@ -243,7 +225,7 @@ impl DataTree {
     /// getData: data and Stat, optionally leaving a data watch.
     pub fn get_data(&mut self, path: &str, watcher: Option<SessionId>) -> Result<(Bytes, Stat), ErrorCode> {
         let node = self.state.node(path).ok_or(ErrorCode::NoNode)?;
-        let out = (node.data.clone(), node.stat());
+        let out = (Bytes::copy_from_slice(node.data()), node.stat());
         if let Some(session) = watcher {
             self.watches.add_data(path, session);
         }
@@ -261,7 +243,7 @@ impl DataTree {
     /// getChildren: sorted names and the Stat, optionally leaving a child watch.
     pub fn get_children(&mut self, path: &str, watcher: Option<SessionId>) -> Result<(Vec<String>, Stat), ErrorCode> {
         let node = self.state.node(path).ok_or(ErrorCode::NoNode)?;
-        let out = (node.children.iter().map(|c| c.to_string()).collect(), node.stat());
+        let out = (self.state.children(path).map(|c| path::name(c).to_string()).collect(), node.stat());
         if let Some(session) = watcher {
             self.watches.add_child(path, session);
         }
@@ -271,7 +253,7 @@ impl DataTree {
     /// getACL: the ACL and Stat.
     pub fn get_acl(&self, path: &str) -> Result<(AclList, Stat), ErrorCode> {
         let node = self.state.node(path).ok_or(ErrorCode::NoNode)?;
-        Ok((node.acl.clone(), node.stat()))
+        Ok((node.acl().clone(), node.stat()))
     }
 
     /// The ephemerals of `session` whose path starts with `prefix` (a plain
@@ -297,7 +279,9 @@ impl DataTree {
         for path in data {
             match self.state.node(path) {
                 None => fired.push(event(EventType::NodeDeleted, path)),
-                Some(node) if node.stat.mzxid > relative_zxid => fired.push(event(EventType::NodeDataChanged, path)),
+                Some(node) if node.persisted().mzxid > relative_zxid => {
+                    fired.push(event(EventType::NodeDataChanged, path))
+                }
                 Some(_) => self.watches.add_data(path, session),
             }
         }
@@ -311,7 +295,7 @@ impl DataTree {
         for path in child {
             match self.state.node(path) {
                 None => fired.push(event(EventType::NodeDeleted, path)),
-                Some(node) if node.stat.pzxid > relative_zxid => {
+                Some(node) if node.persisted().pzxid > relative_zxid => {
                     fired.push(event(EventType::NodeChildrenChanged, path))
                 }
                 Some(_) => self.watches.add_child(path, session),

@@ -1,16 +1,17 @@
 //! Snapshots of the tree as a stream of records, written in chunks.
 //!
-//! The stream is: a header (format, zxid), the sessions, then every node in
-//! pre-order (a parent before its children) with ACL lists defined once
+//! The stream is: a header (format, zxid), the sessions, then every node,
+//! each parent before its children, with ACL lists defined once
 //! before first use, and a footer with counts. Each record is length-prefixed
 //! and sealed with a checksum (`txn::codec`), so a reader reports a torn,
 //! truncated or corrupted snapshot precisely instead of loading part of it.
 //! Chunks have a bounded size, so neither writing to disk nor sending to a
 //! follower needs the whole image in memory at once.
 
+use super::node::SharedAcl;
 use super::stat::StatPersisted;
-use super::{SessionRecord, TreeState};
-use crate::acl::{Acl, AclList};
+use super::{SessionRecord, TreeState, Znode};
+use crate::acl::Acl;
 use crate::ids::{SessionId, Zxid};
 use crate::txn::codec;
 use bytes::Bytes;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 const FORMAT: u32 = 1;
 
+/// One record of the stream, as read.
 #[derive(Serialize, Deserialize)]
 enum Record {
     Header { format: u32, zxid: Zxid },
@@ -27,6 +29,42 @@ enum Record {
     Acl { id: u32, acl: Vec<Acl> },
     Node { path: String, data: Bytes, acl: u32, stat: StatPersisted },
     Footer { nodes: u64, sessions: u64 },
+}
+
+/// A record as written: the same variants in the same order (so the same
+/// bytes), borrowing from the tree instead of copying every node out.
+#[derive(Serialize)]
+enum RecordRef<'a> {
+    Header {
+        format: u32,
+        zxid: Zxid,
+    },
+    Session {
+        id: SessionId,
+        timeout_ms: i32,
+        #[serde(serialize_with = "as_bytes")]
+        password: &'a [u8],
+    },
+    Acl {
+        id: u32,
+        acl: &'a [Acl],
+    },
+    Node {
+        path: &'a str,
+        #[serde(serialize_with = "as_bytes")]
+        data: &'a [u8],
+        acl: u32,
+        stat: &'a StatPersisted,
+    },
+    Footer {
+        nodes: u64,
+        sessions: u64,
+    },
+}
+
+/// Bytes as `Bytes` serializes them, so a reader decodes them as `Bytes`.
+fn as_bytes<S: serde::Serializer>(bytes: &&[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_bytes(bytes)
 }
 
 /// What went wrong reading a snapshot.
@@ -69,93 +107,107 @@ pub struct SnapshotInfo {
     pub bytes: u64,
 }
 
-struct Writer<'a, E> {
+/// A snapshot of a tree, serialized lazily: each `next` encodes records
+/// until a chunk of about `chunk_bytes` is full, so writing a snapshot to
+/// disk holds one chunk in memory, not the whole image.
+pub struct Chunks<'a> {
+    state: &'a TreeState,
+    /// None until the header and sessions are out.
+    nodes: Option<Box<dyn Iterator<Item = (&'a str, &'a Znode)> + 'a>>,
+    done: bool,
     buffer: Vec<u8>,
     chunk_bytes: usize,
-    total: u64,
-    sink: &'a mut dyn FnMut(Bytes) -> Result<(), E>,
+    /// ACL lists are interned, so the pointer identifies a list.
+    acl_ids: HashMap<*const Acl, u32>,
+    info: SnapshotInfo,
 }
 
-impl<E> Writer<'_, E> {
-    fn push(&mut self, record: &Record) -> Result<(), E> {
-        let sealed = codec::encode_value(record);
+impl<'a> Chunks<'a> {
+    /// The chunks of `state`, each about `chunk_bytes` long (the last may be shorter).
+    pub fn new(state: &'a TreeState, chunk_bytes: usize) -> Chunks<'a> {
+        let chunk_bytes = chunk_bytes.max(1);
+        Chunks {
+            state,
+            nodes: None,
+            done: false,
+            buffer: Vec::new(),
+            chunk_bytes,
+            acl_ids: HashMap::new(),
+            info: SnapshotInfo { zxid: state.last_zxid(), nodes: 0, sessions: 0, bytes: 0 },
+        }
+    }
+
+    /// The counts of what has been produced so far (all of it once `next`
+    /// has returned `None`).
+    pub fn info(&self) -> SnapshotInfo {
+        self.info
+    }
+
+    fn push(&mut self, record: &RecordRef<'_>) {
+        let start = self.buffer.len();
+        self.buffer.extend_from_slice(&[0; 4]);
+        codec::encode_value_into(record, &mut self.buffer);
         // One record holds one node, whose data is bounded far below 4 GiB.
-        let len = u32::try_from(sealed.len()).expect("a snapshot record is under 4 GiB");
-        self.buffer.extend_from_slice(&len.to_be_bytes());
-        self.buffer.extend_from_slice(&sealed);
-        if self.buffer.len() >= self.chunk_bytes {
-            self.flush()?;
-        }
-        Ok(())
+        let len = u32::try_from(self.buffer.len() - start - 4).expect("a snapshot record is under 4 GiB");
+        self.buffer[start..start + 4].copy_from_slice(&len.to_be_bytes());
     }
 
-    fn flush(&mut self) -> Result<(), E> {
-        if self.buffer.is_empty() {
-            return Ok(());
-        }
-        let chunk = Bytes::from(std::mem::take(&mut self.buffer));
-        self.total += chunk.len() as u64;
-        (self.sink)(chunk)
-    }
-}
-
-/// Serializes `state` and hands it to `sink` in chunks of about `chunk_bytes`.
-pub fn write<E>(
-    state: &TreeState,
-    chunk_bytes: usize,
-    sink: &mut dyn FnMut(Bytes) -> Result<(), E>,
-) -> Result<SnapshotInfo, E> {
-    let mut w = Writer { buffer: Vec::with_capacity(chunk_bytes + 4096), chunk_bytes, total: 0, sink };
-    w.push(&Record::Header { format: FORMAT, zxid: state.last_zxid() })?;
-    let mut sessions = 0;
-    for (id, record) in state.sessions() {
-        sessions += 1;
-        w.push(&Record::Session { id: *id, timeout_ms: record.timeout_ms, password: record.password.clone() })?;
-    }
-    // ACL lists are interned, so the pointer identifies a list.
-    let mut acl_ids: HashMap<*const Acl, u32> = HashMap::new();
-    let mut nodes = 0u64;
-    let mut failure: Option<E> = None;
-    state.walk(|path, node| {
-        if failure.is_some() {
-            return;
-        }
-        let key = node.acl.as_ptr();
-        let next = u32::try_from(acl_ids.len()).unwrap_or(u32::MAX);
-        let acl = match acl_ids.get(&key) {
+    fn push_node(&mut self, path: &str, node: &Znode) {
+        let list = node.acl();
+        let acl = match self.acl_ids.get(&list.as_ptr()) {
             Some(id) => *id,
             None => {
-                acl_ids.insert(key, next);
-                if let Err(e) = w.push(&Record::Acl { id: next, acl: node.acl.to_vec() }) {
-                    failure = Some(e);
-                    return;
-                }
-                next
+                let id = u32::try_from(self.acl_ids.len()).unwrap_or(u32::MAX);
+                self.acl_ids.insert(list.as_ptr(), id);
+                self.push(&RecordRef::Acl { id, acl: list });
+                id
             }
         };
-        nodes += 1;
-        let record = Record::Node { path: path.to_string(), data: node.data.clone(), acl, stat: node.stat };
-        if let Err(e) = w.push(&record) {
-            failure = Some(e);
-        }
-    });
-    if let Some(e) = failure {
-        return Err(e);
+        self.info.nodes += 1;
+        self.push(&RecordRef::Node { path, data: node.data(), acl, stat: &node.persisted() });
     }
-    w.push(&Record::Footer { nodes, sessions })?;
-    w.flush()?;
-    Ok(SnapshotInfo { zxid: state.last_zxid(), nodes, sessions, bytes: w.total })
+}
+
+impl Iterator for Chunks<'_> {
+    type Item = Bytes;
+
+    fn next(&mut self) -> Option<Bytes> {
+        if self.buffer.capacity() == 0 && !self.done {
+            self.buffer.reserve(self.chunk_bytes + 4096);
+        }
+        if self.nodes.is_none() {
+            let state = self.state;
+            self.push(&RecordRef::Header { format: FORMAT, zxid: state.last_zxid() });
+            for (id, record) in state.sessions() {
+                self.info.sessions += 1;
+                self.push(&RecordRef::Session { id: *id, timeout_ms: record.timeout_ms, password: &record.password });
+            }
+            self.nodes = Some(Box::new(state.nodes()));
+        }
+        while !self.done && self.buffer.len() < self.chunk_bytes {
+            match self.nodes.as_mut().and_then(|nodes| nodes.next()) {
+                Some((path, node)) => self.push_node(path, node),
+                None => {
+                    let (nodes, sessions) = (self.info.nodes, self.info.sessions);
+                    self.push(&RecordRef::Footer { nodes, sessions });
+                    self.done = true;
+                }
+            }
+        }
+        if self.buffer.is_empty() {
+            return None;
+        }
+        let chunk = Bytes::from(std::mem::take(&mut self.buffer));
+        self.info.bytes += chunk.len() as u64;
+        Some(chunk)
+    }
 }
 
 /// Serializes `state` into chunks in memory.
 pub fn to_chunks(state: &TreeState, chunk_bytes: usize) -> (Vec<Bytes>, SnapshotInfo) {
-    let mut chunks = Vec::new();
-    let info = write::<std::convert::Infallible>(state, chunk_bytes, &mut |chunk| {
-        chunks.push(chunk);
-        Ok(())
-    });
-    let Ok(info) = info;
-    (chunks, info)
+    let mut chunks = Chunks::new(state, chunk_bytes);
+    let all: Vec<Bytes> = chunks.by_ref().collect();
+    (all, chunks.info())
 }
 
 /// Rebuilds a tree from snapshot chunks fed in order.
@@ -163,7 +215,7 @@ pub fn to_chunks(state: &TreeState, chunk_bytes: usize) -> (Vec<Bytes>, Snapshot
 pub struct Reader {
     pending: Vec<u8>,
     state: Option<TreeState>,
-    acls: HashMap<u32, AclList>,
+    acls: HashMap<u32, SharedAcl>,
     records: u64,
     nodes: u64,
     sessions: u64,
@@ -221,7 +273,7 @@ impl Reader {
                 self.sessions += 1;
             }
             Record::Acl { id, acl } => {
-                self.acls.insert(id, Arc::from(acl));
+                self.acls.insert(id, SharedAcl::new(Arc::from(acl)));
             }
             Record::Node { path, data, acl, stat } => {
                 let Some(acl) = self.acls.get(&acl).cloned() else {
@@ -235,7 +287,7 @@ impl Reader {
                 if path != "/" && state.node(super::path::parent(&path)).is_none() {
                     return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} has no parent") });
                 }
-                state.insert_raw(&path, data, acl, stat);
+                state.insert_raw(&path, &data, acl, stat);
                 self.nodes += 1;
             }
             Record::Footer { nodes, sessions } => {

@@ -2,13 +2,14 @@
 //! from them, in persistent collections (a snapshot is an O(1) clone), and
 //! the changes a committed transaction makes to them.
 
+use super::node::SharedAcl;
 use super::*;
 
 /// The replicated state: nodes, sessions and the indexes derived from them.
 /// Cloning is O(1) (persistent collections share structure).
 #[derive(Clone, Debug)]
 pub struct TreeState {
-    pub(super) nodes: imbl::GenericHashMap<Arc<str>, Arc<Znode>, Hasher, imbl::shared_ptr::DefaultSharedPtr>,
+    pub(super) nodes: Table,
     pub(super) sessions: imbl::OrdMap<SessionId, SessionRecord>,
     pub(super) ephemerals: imbl::OrdMap<SessionId, imbl::OrdSet<Arc<str>>>,
     pub(super) containers: imbl::OrdSet<Arc<str>>,
@@ -27,21 +28,21 @@ impl TreeState {
     /// A fresh tree: the root and ZooKeeper's `/zookeeper` subtree.
     pub fn new() -> TreeState {
         let mut state = TreeState::empty();
-        let open: AclList = Acl::open_unsafe().into();
-        state.insert_raw("/", Bytes::new(), open.clone(), StatPersisted::default());
-        state.insert_raw(ZOOKEEPER_PATH, Bytes::new(), open.clone(), StatPersisted::default());
-        state.insert_raw(QUOTA_PATH, Bytes::new(), open, StatPersisted::default());
+        let open = SharedAcl::new(Acl::open_unsafe().into());
+        state.insert_raw("/", &[], open.clone(), StatPersisted::default());
+        state.insert_raw(ZOOKEEPER_PATH, &[], open.clone(), StatPersisted::default());
+        state.insert_raw(QUOTA_PATH, &[], open, StatPersisted::default());
         // ZooKeeper makes the config node with `setACL(.., READ_ACL_UNSAFE, -1)`,
         // which stores the given version: its aversion reads -1.
         let config = StatPersisted { aversion: -1, ..StatPersisted::default() };
-        state.insert_raw(CONFIG_PATH, Bytes::new(), Acl::read_unsafe().into(), config);
+        state.insert_raw(CONFIG_PATH, &[], SharedAcl::new(Acl::read_unsafe().into()), config);
         state
     }
 
     /// A tree with no nodes at all (snapshot loading fills it).
     pub(crate) fn empty() -> TreeState {
         TreeState {
-            nodes: imbl::GenericHashMap::with_hasher(Hasher::default()),
+            nodes: Table::default(),
             sessions: imbl::OrdMap::new(),
             ephemerals: imbl::OrdMap::new(),
             containers: imbl::OrdSet::new(),
@@ -51,14 +52,13 @@ impl TreeState {
         }
     }
 
-    /// Inserts a node and links it to its parent, without any checks; used
+    /// Inserts a node and counts it in its parent, without any checks; used
     /// when building a tree from a snapshot (parents come first).
-    pub(crate) fn insert_raw(&mut self, path: &str, data: Bytes, acl: AclList, stat: StatPersisted) {
+    pub(crate) fn insert_raw(&mut self, path: &str, data: &[u8], acl: SharedAcl, stat: StatPersisted) {
         let key: Arc<str> = Arc::from(path);
         if path != "/" {
-            let parent = path::parent(path);
-            if let Some(node) = self.nodes.get_mut(parent) {
-                Arc::make_mut(node).children.insert(Arc::from(path::name(path)));
+            if let Some(parent) = self.nodes.get_mut(path::parent(path)) {
+                parent.add_child(1);
             }
         }
         match EphemeralType::of(stat.ephemeral_owner) {
@@ -74,8 +74,8 @@ impl TreeState {
             EphemeralType::Void => {}
         }
         self.data_bytes += data.len() as u64;
-        let children = self.nodes.get(path).map(|n| n.children.clone()).unwrap_or_default();
-        self.nodes.insert(key, Arc::new(Znode { data, acl, stat, children }));
+        // Parents come first (the snapshot reader checks), so no child is in yet.
+        self.nodes.insert(path, Znode::new(data, acl, stat, 0));
     }
 
     /// Records a session (snapshot loading).
@@ -95,7 +95,12 @@ impl TreeState {
 
     /// A node by path.
     pub fn node(&self, path: &str) -> Option<&Znode> {
-        self.nodes.get(path).map(|n| &**n)
+        self.nodes.get(path)
+    }
+
+    /// The children of `path` as full paths, by name.
+    pub fn children<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.nodes.children(path).map(|(child, _)| child)
     }
 
     /// Number of nodes, the root included.
@@ -143,17 +148,10 @@ impl TreeState {
         self.ttls.iter()
     }
 
-    /// Visits every node in pre-order (a parent before its children,
-    /// children by name): the order snapshots are written in.
-    pub fn walk(&self, mut visit: impl FnMut(&str, &Znode)) {
-        let mut stack: Vec<String> = vec!["/".to_string()];
-        while let Some(path) = stack.pop() {
-            let Some(node) = self.nodes.get(path.as_str()) else { continue };
-            visit(&path, node);
-            for child in node.children.iter().rev() {
-                stack.push(path::join(&path, child));
-            }
-        }
+    /// Every node, each parent before its children: the order snapshots
+    /// are written in.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &Znode)> {
+        self.nodes.iter()
     }
 
     /// Number of descendants of `path` (not counting itself).
@@ -162,13 +160,11 @@ impl TreeState {
             return self.nodes.len() - 1;
         }
         let mut count = 0;
-        let mut stack = vec![path.to_string()];
+        let mut stack = vec![path];
         while let Some(p) = stack.pop() {
-            if let Some(node) = self.nodes.get(p.as_str()) {
-                for child in &node.children {
-                    count += 1;
-                    stack.push(path::join(&p, child));
-                }
+            for child in self.children(p) {
+                count += 1;
+                stack.push(child);
             }
         }
         count
@@ -182,18 +178,19 @@ impl TreeState {
         for (path, node) in self.nodes.iter() {
             let mut h = std::collections::hash_map::DefaultHasher::new();
             path.hash(&mut h);
-            node.data.hash(&mut h);
-            node.stat.czxid.hash(&mut h);
-            node.stat.mzxid.hash(&mut h);
-            node.stat.ctime.hash(&mut h);
-            node.stat.mtime.hash(&mut h);
-            node.stat.version.hash(&mut h);
-            node.stat.cversion.hash(&mut h);
-            node.stat.aversion.hash(&mut h);
-            node.stat.ephemeral_owner.hash(&mut h);
-            node.stat.pzxid.hash(&mut h);
-            node.acl.hash(&mut h);
-            node.children.len().hash(&mut h);
+            let stat = node.persisted();
+            node.data().hash(&mut h);
+            stat.czxid.hash(&mut h);
+            stat.mzxid.hash(&mut h);
+            stat.ctime.hash(&mut h);
+            stat.mtime.hash(&mut h);
+            stat.version.hash(&mut h);
+            stat.cversion.hash(&mut h);
+            stat.aversion.hash(&mut h);
+            stat.ephemeral_owner.hash(&mut h);
+            stat.pzxid.hash(&mut h);
+            node.acl().hash(&mut h);
+            node.num_children().hash(&mut h);
             total = total.wrapping_add(h.finish());
         }
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -214,25 +211,26 @@ impl TreeState {
         zxid: Zxid,
         time_ms: i64,
         body: &TxnBody,
-        acl: AclList,
+        acl: SharedAcl,
         triggers: &mut Vec<Trigger>,
     ) -> TxnResult {
         let TxnBody::Create { path, data, ephemeral_owner, parent_cversion, .. } = body else {
             unreachable!("create() is only called with a Create body");
         };
         let parent_path = path::parent(path);
-        if path == "/" || self.nodes.contains_key(path.as_str()) {
+        if path == "/" || self.nodes.contains(path) {
             return TxnResult::Error(ErrorCode::NodeExists);
         }
         let Some(parent) = self.nodes.get_mut(parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        let parent = Arc::make_mut(parent);
-        parent.children.insert(Arc::from(path::name(path)));
-        if *parent_cversion > parent.stat.cversion {
-            parent.stat.cversion = *parent_cversion;
-        }
-        parent.stat.pzxid = zxid.as_i64();
+        parent.add_child(1);
+        parent.update_stat(|stat| {
+            if *parent_cversion > stat.cversion {
+                stat.cversion = *parent_cversion;
+            }
+            stat.pzxid = zxid.as_i64();
+        });
         let stat = StatPersisted::created(zxid.as_i64(), time_ms, *ephemeral_owner);
         let key: Arc<str> = Arc::from(path.as_str());
         match EphemeralType::of(*ephemeral_owner) {
@@ -248,9 +246,9 @@ impl TreeState {
             EphemeralType::Void => {}
         }
         self.data_bytes += data.len() as u64;
-        let node = Znode { data: data.clone(), acl, stat, children: BTreeSet::new() };
+        let node = Znode::new(data, acl, stat, 0);
         let full = node.stat();
-        self.nodes.insert(key, Arc::new(node));
+        self.nodes.insert(path, node);
         triggers.push(Trigger { path: path.clone(), event_type: EventType::NodeCreated });
         triggers.push(Trigger { path: parent_path.to_string(), event_type: EventType::NodeChildrenChanged });
         TxnResult::Created { path: path.clone(), stat: full }
@@ -260,24 +258,25 @@ impl TreeState {
         let Some(node) = self.nodes.get(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        if !node.children.is_empty() {
+        if node.num_children() > 0 {
             return TxnResult::Error(ErrorCode::NotEmpty);
         }
         if is_special_path(path) {
             return TxnResult::Error(ErrorCode::BadArguments);
         }
-        let owner = node.stat.ephemeral_owner;
+        let owner = node.persisted().ephemeral_owner;
         let Some(node) = self.nodes.remove(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        self.data_bytes -= node.data.len() as u64;
+        self.data_bytes -= node.data().len() as u64;
         let parent_path = path::parent(path);
         if let Some(parent) = self.nodes.get_mut(parent_path) {
-            let parent = Arc::make_mut(parent);
-            parent.children.remove(path::name(path));
-            if zxid.as_i64() > parent.stat.pzxid {
-                parent.stat.pzxid = zxid.as_i64();
-            }
+            parent.add_child(-1);
+            parent.update_stat(|stat| {
+                if zxid.as_i64() > stat.pzxid {
+                    stat.pzxid = zxid.as_i64();
+                }
+            });
         }
         match EphemeralType::of(owner) {
             EphemeralType::Container => {
@@ -318,24 +317,19 @@ impl TreeState {
         let Some(node) = self.nodes.get_mut(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        let node = Arc::make_mut(node);
-        self.data_bytes = self.data_bytes - node.data.len() as u64 + data.len() as u64;
-        node.data = data.clone();
-        node.stat.version = version;
-        node.stat.mtime = time_ms;
-        node.stat.mzxid = zxid.as_i64();
+        self.data_bytes = self.data_bytes - node.data().len() as u64 + data.len() as u64;
+        let persisted = StatPersisted { version, mtime: time_ms, mzxid: zxid.as_i64(), ..node.persisted() };
+        *node = node.with_data(data, persisted);
         let stat = node.stat();
         triggers.push(Trigger { path: path.to_string(), event_type: EventType::NodeDataChanged });
         TxnResult::DataSet(stat)
     }
 
-    pub(super) fn set_acl(&mut self, path: &str, acl: AclList, version: i32) -> TxnResult {
+    pub(super) fn set_acl(&mut self, path: &str, acl: SharedAcl, version: i32) -> TxnResult {
         let Some(node) = self.nodes.get_mut(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
-        let node = Arc::make_mut(node);
-        node.acl = acl;
-        node.stat.aversion = version;
+        node.set_acl(acl, version);
         TxnResult::AclSet(node.stat())
     }
 }

@@ -51,12 +51,12 @@ fn events(applied: &Applied) -> Vec<(SessionId, EventType, String)> {
 #[test]
 fn fresh_tree_has_zookeepers_own_nodes() {
     let t = T::new();
-    let (children, _) = t.tree.state().node("/").map(|n| (n.children.len(), ())).unwrap();
+    let (children, _) = t.tree.state().node("/").map(|n| (n.num_children(), ())).unwrap();
     assert_eq!(children, 1, "/zookeeper only");
     for path in ["/", "/zookeeper", "/zookeeper/quota", "/zookeeper/config"] {
         assert!(t.tree.state().node(path).is_some(), "{path}");
     }
-    assert_eq!(t.tree.state().node("/zookeeper/config").unwrap().acl.as_ref(), Acl::read_unsafe().as_slice());
+    assert_eq!(t.tree.state().node("/zookeeper/config").unwrap().acl().as_ref(), Acl::read_unsafe().as_slice());
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn delete_moves_pzxid_and_the_client_visible_cversion() {
     t.apply(S, TxnBody::Delete { path: "/p/c".into() });
     let p = t.stat("/p");
     assert_eq!(p.cversion, cversion + 1);
-    assert_eq!(t.tree.state().node("/p").unwrap().stat.cversion, 1, "the stored counter is unchanged");
+    assert_eq!(t.tree.state().node("/p").unwrap().persisted().cversion, 1, "the stored counter is unchanged");
     assert_eq!(p.pzxid, Zxid::new(1, 3).as_i64());
     assert_eq!(p.num_children, 0);
 }
@@ -131,7 +131,7 @@ fn set_acl_bumps_aversion_and_interns_the_list() {
     assert!(matches!(applied.result, TxnResult::AclSet(s) if s.aversion == 1));
     t.apply(S, TxnBody::SetAcl { path: "/b".into(), acl, version: 1 });
     let (a, b) = (t.tree.state().node("/a").unwrap(), t.tree.state().node("/b").unwrap());
-    assert!(Arc::ptr_eq(&a.acl, &b.acl), "equal lists share one allocation");
+    assert!(Arc::ptr_eq(a.acl(), b.acl()), "equal lists share one allocation");
 }
 
 #[test]
@@ -300,7 +300,7 @@ fn set_watches_fires_what_changed_since_the_clients_zxid() {
 }
 
 #[test]
-fn descendant_count_and_walk_order() {
+fn descendant_count_and_node_order() {
     let mut t = T::new();
     t.create("/a", 0, 1);
     t.create("/a/b", 0, 1);
@@ -308,8 +308,7 @@ fn descendant_count_and_walk_order() {
     t.create("/a/d", 0, 2);
     assert_eq!(t.tree.state().descendant_count("/a"), 3);
     assert_eq!(t.tree.state().descendant_count("/"), t.tree.state().node_count() - 1);
-    let mut order = Vec::new();
-    t.tree.state().walk(|path, _| order.push(path.to_string()));
+    let order: Vec<String> = t.tree.state().nodes().map(|(path, _)| path.to_string()).collect();
     let a = order.iter().position(|p| p == "/a").unwrap();
     let abc = order.iter().position(|p| p == "/a/b/c").unwrap();
     let ab = order.iter().position(|p| p == "/a/b").unwrap();

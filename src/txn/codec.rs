@@ -60,11 +60,23 @@ pub fn open(record: &[u8]) -> Result<&[u8], CodecError> {
 }
 
 /// Encodes any serde value into a sealed record.
-pub fn encode_value<T: serde::Serialize>(value: &T) -> Vec<u8> {
-    // Serializing our own plain data types to a Vec cannot fail: postcard only
-    // errors on unsupported types or a full fixed-size buffer, neither used here.
-    let payload = postcard::to_allocvec(value).expect("postcard serializes plain data into a Vec");
-    seal(&payload)
+pub fn encode_value<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_value_into(value, &mut out);
+    out
+}
+
+/// Appends `value` to `out` as a sealed record, serializing in place (no
+/// buffer of its own).
+pub fn encode_value_into<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[VERSION, 0, 0, 0, 0]);
+    // Serializing our own plain data types into a Vec cannot fail: postcard
+    // only errors on unsupported types or a failing writer, and a Vec's
+    // `Write` never fails.
+    postcard::to_io(value, &mut *out).expect("postcard serializes plain data into a Vec");
+    let crc = crc32fast::hash(&out[start + HEADER_LEN..]);
+    out[start + 1..start + HEADER_LEN].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Decodes a sealed record into a serde value.

@@ -227,7 +227,11 @@ impl PendingChanges {
         if let Some((_, pending)) = self.by_path.get(path) {
             return pending.clone();
         }
-        tree.node(path).map(|n| PendingNode { stat: n.stat, num_children: n.children.len(), acl: n.acl.clone() })
+        tree.node(path).map(|n| PendingNode {
+            stat: n.persisted(),
+            num_children: n.num_children(),
+            acl: n.acl().clone(),
+        })
     }
 
     fn put(&mut self, zxid: Zxid, path: &str, node: Option<PendingNode>, journal: &mut Vec<JournalEntry>) {
@@ -645,7 +649,7 @@ mod tests {
             Op::Check { path: "/m".into(), version: 1 },
         ]);
         assert!(matches!(l.run(multi), TxnBody::Multi(ops) if ops.len() == 4));
-        assert_eq!(l.tree.state().node("/m").unwrap().data, Bytes::from_static(b"x"));
+        assert_eq!(l.tree.state().node("/m").unwrap().data(), b"x");
     }
 
     #[test]

@@ -182,12 +182,12 @@ impl Prep {
     fn queue_reaps(&mut self, tree: &TreeState, now_ms: i64) {
         for path in tree.containers().chain(tree.ttl_nodes()) {
             let Some(node) = tree.node(path) else { continue };
-            if !node.children.is_empty() {
+            if node.num_children() > 0 {
                 continue;
             }
-            let due = match EphemeralType::of(node.stat.ephemeral_owner) {
-                EphemeralType::Container => node.stat.cversion > 0,
-                EphemeralType::Ttl(ttl) => now_ms.saturating_sub(node.stat.mtime) > ttl,
+            let due = match EphemeralType::of(node.persisted().ephemeral_owner) {
+                EphemeralType::Container => node.persisted().cversion > 0,
+                EphemeralType::Ttl(ttl) => now_ms.saturating_sub(node.persisted().mtime) > ttl,
                 _ => false,
             };
             if due {

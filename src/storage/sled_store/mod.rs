@@ -286,7 +286,9 @@ impl SledStorage {
             StorageOp::TruncateAfter(zxid) => self.truncate_after(*zxid),
             StorageOp::SetAcceptedEpoch(epoch) => self.set_epoch(ACCEPTED_EPOCH, *epoch),
             StorageOp::SetCurrentEpoch(epoch) => self.set_epoch(CURRENT_EPOCH, *epoch),
-            StorageOp::InstallSnapshot { zxid, chunks } => self.store_snapshot(*zxid, chunks, true).map(|_| ()),
+            StorageOp::InstallSnapshot { zxid, chunks } => {
+                self.store_snapshot(*zxid, &mut chunks.iter().cloned(), true).map(|_| ())
+            }
         }
     }
 
@@ -395,7 +397,11 @@ impl Storage for SledStorage {
         Ok(())
     }
 
-    fn save_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+    fn save_snapshot_from(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Bytes>,
+    ) -> Result<SnapshotMeta, StorageError> {
         let meta = self.store_snapshot(zxid, chunks, false)?;
         self.db.flush().map_err(io("flushing a snapshot"))?;
         Ok(meta)

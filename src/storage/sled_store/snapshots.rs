@@ -110,42 +110,57 @@ impl SledStorage {
     pub(super) fn store_snapshot(
         &self,
         zxid: Zxid,
-        chunks: &[Bytes],
+        chunks: &mut dyn Iterator<Item = Bytes>,
         install: bool,
     ) -> Result<SnapshotMeta, StorageError> {
         let _serialized = self.lock_snapshots();
+        let replacing = self.index.contains_key(log_key(zxid)).map_err(io("reading the snapshot index"))?;
+        if install || replacing {
+            let chunks: Vec<Bytes> = chunks.collect();
+            return self.replace_snapshot(zxid, &chunks, install);
+        }
+        // Common case, the background snapshot: chunks without a marker are
+        // ignored, so they need no atomicity and can be written as they are
+        // serialized, one in memory at a time; and plain inserts do not take
+        // sled's global write lock that log appends wait on. Chunks already
+        // at this zxid are the leftovers of a write a crash cut short.
+        for key in self.chunk_keys(zxid)? {
+            self.chunks.remove(key).map_err(io("writing a snapshot"))?;
+        }
+        let (mut count, mut bytes) = (0u32, 0u64);
+        for chunk in chunks {
+            self.chunks.insert(chunk_key(zxid, count), chunk.as_ref()).map_err(io("writing a snapshot"))?;
+            count = count
+                .checked_add(1)
+                .ok_or_else(|| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
+            bytes += chunk.len() as u64;
+        }
+        if count == 0 {
+            return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
+        }
+        // Written last: sled recovers a prefix, so a durable marker implies
+        // durable chunks.
+        let sealed = codec::encode_value(&Marker { chunks: count, bytes });
+        self.index.insert(log_key(zxid), sealed).map_err(io("writing a snapshot marker"))?;
+        Ok(SnapshotMeta { zxid, bytes, chunks: count })
+    }
+
+    /// Replaces the snapshot at `zxid` (and with `install`, the log and any
+    /// later snapshot) in one transaction.
+    fn replace_snapshot(&self, zxid: Zxid, chunks: &[Bytes], install: bool) -> Result<SnapshotMeta, StorageError> {
         let count = u32::try_from(chunks.len())
             .map_err(|_| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
         if count == 0 {
             return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
         }
         let bytes = chunks.iter().map(|c| c.len() as u64).sum();
-        let marker = Marker { chunks: count, bytes };
-        let sealed = codec::encode_value(&marker);
+        let sealed = codec::encode_value(&Marker { chunks: count, bytes });
         // Leftovers at this zxid beyond the new count must not survive.
         let stale: Vec<IVec> = self
             .chunk_keys(zxid)?
             .into_iter()
             .filter(|key| key.len() == 12 && u32::from_be_bytes([key[8], key[9], key[10], key[11]]) >= count)
             .collect();
-        let replacing = self.index.contains_key(log_key(zxid)).map_err(io("reading the snapshot index"))?;
-        if !install && !replacing {
-            // Common case, the background snapshot: chunks without a marker
-            // are ignored, so they need no atomicity, and plain inserts do
-            // not take sled's global write lock that log appends wait on.
-            for key in stale {
-                self.chunks.remove(key).map_err(io("writing a snapshot"))?;
-            }
-            for (i, chunk) in chunks.iter().enumerate() {
-                self.chunks
-                    .insert(chunk_key(zxid, chunk_index(i)), chunk.as_ref())
-                    .map_err(io("writing a snapshot"))?;
-            }
-            // Written last: sled recovers a prefix, so a durable marker
-            // implies durable chunks.
-            self.index.insert(log_key(zxid), sealed).map_err(io("writing a snapshot marker"))?;
-            return Ok(SnapshotMeta { zxid, bytes, chunks: count });
-        }
         let mut chunk_batch = Batch::default();
         for key in stale {
             chunk_batch.remove(key);
