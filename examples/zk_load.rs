@@ -37,9 +37,15 @@ struct Args {
     /// Limit for each phase, in seconds.
     #[arg(long, default_value_t = 120)]
     phase_limit_secs: u64,
+    /// Phases to run, in order (comma separated).
+    #[arg(long, value_delimiter = ',', default_values_t = Phase::ALL)]
+    phases: Vec<Phase>,
+    /// Leave the root and its nodes in place at the end (for measuring memory).
+    #[arg(long)]
+    keep: bool,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Phase {
     Create,
     Get,
@@ -49,7 +55,15 @@ enum Phase {
     Delete,
 }
 
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl Phase {
+    const ALL: [Phase; 5] = [Phase::Create, Phase::Get, Phase::Set, Phase::Mixed, Phase::Delete];
+
     fn name(self) -> &'static str {
         match self {
             Phase::Create => "create",
@@ -121,7 +135,7 @@ async fn run(args: Args) -> Result<(), String> {
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
     clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;
     let per_session = args.ops.div_ceil(args.sessions);
-    for phase in [Phase::Create, Phase::Get, Phase::Set, Phase::Mixed, Phase::Delete] {
+    for &phase in &args.phases {
         let start = Instant::now();
         let work = clients.iter().enumerate().map(|(s, client)| {
             let range = (s * per_session)..((s + 1) * per_session).min(args.ops);
@@ -146,7 +160,9 @@ async fn run(args: Args) -> Result<(), String> {
             percentile(&latencies, 0.99),
         );
     }
-    clients[0].delete(&args.root, None).await.map_err(|e| format!("delete {}: {e}", args.root))?;
+    if !args.keep {
+        clients[0].delete(&args.root, None).await.map_err(|e| format!("delete {}: {e}", args.root))?;
+    }
     Ok(())
 }
 

@@ -13,7 +13,15 @@ session with one in flight (latency); each runs create, getData, setData,
 mixed (90% getData, 10% setData) and delete phases. ZooKeeper gets an untimed warm-up first
 so its JIT is measured at its best; then the ensembles take turns for
 `--rounds` rounds so a noisy machine disturbs both alike, and the table gives
-each one's median per phase and the ratio zabkeeper / ZooKeeper. Both are
+each one's median per phase and the ratio zabkeeper / ZooKeeper.
+
+Then, at scale, each ensemble in turn: `--znodes` (BENCH_ZNODES, 1 M by
+default) 100-byte znodes are created and kept; the table gives each member's
+RSS growth per znode (the largest of the members; for ZooKeeper also its live
+heap after a full GC, `jcmd GC.run` then `GC.heap_info`), CPU time per
+create summed over the members (from /proc), how long a follower killed with
+-9 takes to restart and serve again holding them, and, after a kill -9 of
+the leader, how long until a session's next write is acknowledged. Both are
 stopped by PID. Without the package it says the comparison is skipped and
 measures zabkeeper alone. BENCH_QUICK=1 runs a short version.
 
@@ -28,6 +36,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import zk_support as zk
 
@@ -43,6 +52,90 @@ def run_load(load, hosts, root, args, sessions, inflight):
     return {doc["phase"]: doc for doc in (json.loads(line) for line in out.stdout.splitlines() if line.strip())}
 
 
+def scale(name, cluster, args):
+    """Memory, CPU per write, restart and failover with `args.znodes` znodes
+    in place. Leaves the ensemble one member short (its leader killed)."""
+    pids = cluster.pids()
+    heap0 = {i: zk.jvm_live_heap(pid) for i, pid in pids.items()} if name == "zookeeper" else {}
+    rss0 = {i: zk.rss_bytes(pid) for i, pid in pids.items()}
+    cpu0 = sum(zk.cpu_seconds(pid) for pid in pids.values())
+    cmd = [args.load, "--hosts", cluster.hosts(), "--root", "/scale", "--ops", str(args.znodes),
+           "--sessions", str(args.sessions), "--inflight", "8", "--size", str(args.size),
+           "--phases", "create", "--keep", "--phase-limit-secs", "3000"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"creating {args.znodes} znodes in {name} failed: {out.stderr.strip()}")
+    created = json.loads(out.stdout.splitlines()[0])
+    cpu = sum(zk.cpu_seconds(pid) for pid in pids.values()) - cpu0
+    # Let a snapshot begun by the last writes finish before reading RSS.
+    time.sleep(5)
+    result = {
+        "create_ops_per_sec": created["ops_per_sec"],
+        "rss_per_znode": max(zk.rss_bytes(pid) - rss0[i] for i, pid in pids.items()) / args.znodes,
+        "cpu_us_per_write": cpu / args.znodes * 1e6,
+    }
+    if heap0:
+        heaps = [(zk.jvm_live_heap(pid), heap0[i]) for i, pid in pids.items()]
+        if all(after is not None and before is not None for after, before in heaps):
+            result["heap_per_znode"] = max(after - before for after, before in heaps) / args.znodes
+    result["restart_s"] = restart_follower(cluster)
+    result["failover_ms"] = first_write_after_leader_kill(cluster)
+    return result
+
+
+def restart_follower(cluster, limit=900.0):
+    """kill -9 of a follower, then seconds from its start until it serves as a follower again."""
+    follower = next((i for i in sorted(cluster.pids()) if cluster.mode(i) == "follower"), None)
+    if follower is None:
+        raise RuntimeError("no follower to restart")
+    cluster.kill(follower)
+    started = time.monotonic()
+    cluster.spawn(follower)
+    while time.monotonic() - started < limit:
+        if cluster.mode(follower) == "follower" and zk.handshake_ok(cluster.client_port(follower)):
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise RuntimeError(f"member {follower} not serving {limit}s after its restart")
+
+
+def first_write_after_leader_kill(cluster, limit=60.0):
+    """kill -9 of the leader; milliseconds until a session on a survivor has
+    its next setData acknowledged (it moves to another survivor when its own
+    drops it, as a client library would)."""
+    ids = sorted(cluster.pids())
+    leader = next((i for i in ids if cluster.mode(i) == "leader"), None)
+    if leader is None:
+        raise RuntimeError("no leader to kill")
+    survivors = [i for i in ids if i != leader]
+    path = "/failover-probe"
+    conn = zk.JuteConnection("127.0.0.1", cluster.client_port(survivors[0]), timeout_ms=30000, io_timeout=5.0)
+    err, _, _ = conn.call("create", zk.create_body(path, b""))
+    if err not in ("OK", "NODEEXISTS"):
+        raise RuntimeError(f"failover probe: create answered {err}")
+    session, passwd = conn.session_id, conn.passwd
+    killed = time.monotonic()
+    cluster.kill(leader)
+    attempt = 0
+    while time.monotonic() - killed < limit:
+        try:
+            err, _, _ = conn.call("setData", zk.set_data_body(path, b"x"), timeout=0.05)
+            if err == "OK":
+                gap = time.monotonic() - killed
+                conn.shutdown()
+                return gap * 1000
+            time.sleep(0.005)
+        except zk.ProtocolError:
+            conn.shutdown()
+            attempt += 1
+            port = cluster.client_port(survivors[attempt % len(survivors)])
+            try:
+                conn = zk.JuteConnection("127.0.0.1", port, timeout_ms=30000, session_id=session, passwd=passwd,
+                                         last_zxid=conn.last_zxid, io_timeout=0.5)
+            except zk.ProtocolError:
+                time.sleep(0.005)
+    raise RuntimeError(f"no write acknowledged within {limit}s of the leader's kill")
+
+
 def main():
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -55,6 +148,9 @@ def main():
                         help="untimed operations per phase against ZooKeeper first (its JIT)")
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--znodes", type=int,
+                        default=int(os.environ.get("BENCH_ZNODES") or (100_000 if quick else 1_000_000)),
+                        help="znodes created for the scale phase (memory, CPU, restart, failover); 0 skips it")
     args = parser.parse_args()
     # (label prefix, sessions, requests in flight per session, operations per phase)
     shapes = [("", args.sessions, 1, args.ops), ("piped-", args.sessions, 8, args.ops),
@@ -62,7 +158,8 @@ def main():
 
     classpath, why = zk.find_zookeeper_classpath()
     servers = {}
-    ours = zk.Ensemble(args.binary, size=args.members)
+    # Both snapshot every 100 000 transactions (ZooKeeper's default snapCount).
+    ours = zk.Ensemble(args.binary, size=args.members, snapshot_every=100_000)
     apache = None
     try:
         ours.start()
@@ -74,7 +171,7 @@ def main():
                 apache = zk.ApacheZooKeeper(classpath).start()
                 servers["zookeeper"] = f"127.0.0.1:{apache.port}"
             else:
-                apache = zk.ApacheEnsemble(classpath, size=args.members).start()
+                apache = zk.ApacheEnsemble(classpath, size=args.members, heap="4g").start()
                 servers["zookeeper"] = apache.hosts()
             print(f"Apache ZooKeeper {zk.zookeeper_version(classpath)} (Debian package) vs zabkeeper "
                   f"({args.binary}), {args.members} members each")
@@ -93,6 +190,12 @@ def main():
                     docs = run_load(args.load, hosts, f"/bench-{r}-{prefix}", shape, sessions, inflight)
                     for phase, doc in docs.items():
                         results.setdefault(prefix + phase, {}).setdefault(name, []).append(doc)
+        at_scale = {}
+        if args.znodes > 0 and args.members > 1:
+            print(f"scale: {args.znodes} znodes of {args.size} bytes in each ensemble, one at a time")
+            clusters = {"zabkeeper": ours, "zookeeper": apache}
+            for name in servers:
+                at_scale[name] = scale(name, clusters[name], args)
     finally:
         if apache is not None:
             apache.stop()
@@ -116,7 +219,36 @@ def main():
             if "zookeeper" in servers:
                 ratio = median(phase, "zabkeeper", "ops_per_sec") / median(phase, "zookeeper", "ops_per_sec")
                 print(f"{phase:<14} {'ratio':<10} {ratio:>8.2f}x (zabkeeper / ZooKeeper throughput)")
+    if at_scale:
+        print_scale(at_scale, args.znodes)
     return 0
+
+
+def print_scale(at_scale, znodes):
+    rows = [
+        ("create ops/s (32x8)", "create_ops_per_sec", "{:.0f}"),
+        ("RSS B/znode", "rss_per_znode", "{:.0f}"),
+        ("live heap B/znode", "heap_per_znode", "{:.0f}"),
+        ("CPU us/write", "cpu_us_per_write", "{:.0f}"),
+        ("restart s", "restart_s", "{:.2f}"),
+        ("leader kill ms", "failover_ms", "{:.0f}"),
+    ]
+    names = list(at_scale)
+    header = f"{'at ' + str(znodes) + ' znodes':<22}" + "".join(f"{n:>12}" for n in names)
+    if len(names) == 2:
+        header += f"{'ratio':>9}"
+    print(header)
+    print("-" * len(header))
+    for label, key, fmt in rows:
+        values = [at_scale[n].get(key) for n in names]
+        if all(v is None for v in values):
+            continue
+        line = f"{label:<22}" + "".join(f"{fmt.format(v) if v is not None else 'n/a':>12}" for v in values)
+        if len(values) == 2 and None not in values and values[1]:
+            line += f"{values[0] / values[1]:>8.2f}x"
+        print(line)
+    print("(ratio: zabkeeper / ZooKeeper; memory is RSS growth of the largest member, heap is ZooKeeper's "
+          "live heap after a full GC; CPU sums every member)")
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ class Ensemble:
     """`size` zabkeeper processes on free loopback ports, one config file,
     data under a temporary directory removed by stop()."""
 
-    def __init__(self, binary, size=3, extra=""):
+    def __init__(self, binary, size=3, extra="", snapshot_every=10000):
         if not os.access(binary, os.X_OK):
             raise RuntimeError(f"no zabkeeper binary at {binary} (run `cargo build --bin zabkeeper`)")
         self.binary = binary
@@ -124,7 +124,7 @@ class Ensemble:
             "sync_limit_ticks = 20",
             "min_session_timeout_ms = 1000",
             "max_session_timeout_ms = 60000",
-            "snapshot_every = 10000",
+            f"snapshot_every = {snapshot_every}",
             "snapshots_retained = 2",
             'four_letter_words = ["*"]',
             extra,
@@ -199,6 +199,10 @@ class Ensemble:
 
     def kill(self, i):
         kill_pid(self.procs.pop(i, None))
+
+    def pids(self):
+        """The members' process ids."""
+        return {i: p.pid for i, p in self.procs.items()}
 
     def log(self, i):
         return read_log(os.path.join(self.dir, f"zk{i}.log"))
@@ -714,13 +718,7 @@ class ApacheEnsemble:
 
     def start(self, timeout=90.0):
         for i in self.ports:
-            log = open(os.path.join(self.dir, f"zk{i}.log"), "ab")
-            self.procs[i] = subprocess.Popen(
-                ["java", f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
-                 "-cp", self.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-                 os.path.join(self.dir, f"zoo{i}.cfg")],
-                stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-            log.close()
+            self.spawn(i)
         deadline = time.monotonic() + timeout
         while True:
             modes = [self.mode(i) for i in self.ports]
@@ -732,6 +730,23 @@ class ApacheEnsemble:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"Apache ZooKeeper ensemble not serving within {timeout}s (modes {modes})")
             time.sleep(0.3)
+
+    def spawn(self, i):
+        """Starts member `i` (again) on its ports and data."""
+        log = open(os.path.join(self.dir, f"zk{i}.log"), "ab")
+        self.procs[i] = subprocess.Popen(
+            ["java", f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
+             "-cp", self.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+             os.path.join(self.dir, f"zoo{i}.cfg")],
+            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def kill(self, i):
+        """kill -9 of member `i`."""
+        kill_pid(self.procs.pop(i, None))
+
+    def client_port(self, i):
+        return self.ports[i]["client"]
 
     def mode(self, i):
         """'leader' or 'follower' once serving, from `srvr`; None before."""
@@ -753,6 +768,39 @@ class ApacheEnsemble:
         for proc in self.procs.values():
             stop_pid(proc)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def rss_bytes(pid):
+    """A process's resident set size, from /proc."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time a process has used, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat; after the ")" of the command they are 12th and 13th.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def jvm_live_heap(pid):
+    """A JVM's heap in use right after a full GC (`jcmd PID GC.run`, then
+    `GC.heap_info`), in bytes; None when jcmd is missing or fails."""
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120, check=True)
+        out = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.stdout.splitlines():
+        if "total" in line and "used" in line:
+            used = line.split("used", 1)[1].strip().split()[0].rstrip(",")
+            if used.endswith("K"):
+                return int(used[:-1]) * 1024
+    return None
 
 
 def fail(message):
