@@ -518,10 +518,14 @@ mod mem_crash {
 mod sled_damage {
     use super::*;
 
+    /// A store with `n` entries, each appended on its own, so each is its
+    /// own run (key) in the log tree and the tests below can damage one.
     fn filled(n: u32) -> (SledHarness, History) {
         let h = SledHarness::new();
         let history = History::epoch(1, n);
-        append(h.store(), history.entries.clone());
+        for entry in &history.entries {
+            append(h.store(), vec![entry.clone()]);
+        }
         h.store().flush().expect("flush");
         (h, history)
     }

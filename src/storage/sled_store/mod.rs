@@ -1,6 +1,7 @@
 //! The on-disk store, over sled 0.34.
 //!
-//! Four trees: `log` (zxid as 8 big-endian bytes → `txn::codec::encode`),
+//! Four trees: `log` (a run of entries, one per append, keyed by its first
+//! zxid as 8 big-endian bytes; see `runs`),
 //! `meta` (the two epochs as 4 big-endian bytes, and a format marker),
 //! `snapshots` (zxid ‖ chunk index, 8 + 4 big-endian bytes → chunk) and
 //! `snapshot_index` (zxid → a sealed completion marker: chunk count and
@@ -35,6 +36,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+mod runs;
 mod snapshots;
 
 pub(crate) use snapshots::chunk_key;
@@ -54,7 +56,10 @@ pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
 /// Meta key identifying the store's format.
 const FORMAT_KEY: &str = "format";
 /// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
-const FORMAT: &[u8] = b"zabkeeper-storage/1";
+const FORMAT: &[u8] = b"zabkeeper-storage/2";
+/// The first format (one log key per entry), which this build reads and
+/// upgrades in place: its log values read as runs of one.
+const FORMAT_V1: &[u8] = b"zabkeeper-storage/1";
 /// How long open waits for a just-dropped handle to release the file lock.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The name sled gives its default tree.
@@ -181,18 +186,27 @@ impl SledStorage {
     /// otherwise open as an empty one.
     fn check_format(&self, has_sidecar: bool) -> Result<(), StorageError> {
         let sidecar = self.path.join(SIDECAR);
+        let mut sidecar_current = false;
         if has_sidecar {
             let found = std::fs::read(&sidecar)
                 .map_err(|e| StorageError::Io { during: "open: reading the marker file", source: e.into() })?;
-            if found != FORMAT {
+            if found != FORMAT && found != FORMAT_V1 {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
                     reason: format!("unknown marker file content {:?}", String::from_utf8_lossy(&found)),
                 });
             }
+            sidecar_current = found == FORMAT;
         }
         match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
             Some(found) if found.as_ref() == FORMAT => {}
+            Some(found) if found.as_ref() == FORMAT_V1 => {
+                // Marked as the new format before anything is written in it,
+                // so an older build refuses the store instead of misreading runs.
+                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
+                self.db.flush().map_err(io("open: flushing the format"))?;
+                tracing::info!(path = %self.path.display(), "storage upgraded to format 2 (the log as runs)");
+            }
             Some(found) => {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
@@ -233,7 +247,7 @@ impl SledStorage {
                 self.db.flush().map_err(io("open: flushing the format"))?;
             }
         }
-        if !has_sidecar {
+        if !sidecar_current {
             // Written only once the format key is durable, so a sidecar
             // always means "this database held a store".
             write_durably(&sidecar, FORMAT)
@@ -253,31 +267,13 @@ impl SledStorage {
         Ok(Epoch::from_be_bytes(bytes))
     }
 
-    fn last_log(&self) -> Result<Zxid, StorageError> {
-        match self.log.last().map_err(io("reading the log tail"))? {
-            Some((key, _)) => zxid_of(LOG_TREE, &key),
-            None => Ok(Zxid::ZERO),
-        }
-    }
-
-    fn decode_entry(key: &[u8], value: &[u8]) -> Result<Entry, StorageError> {
-        let zxid = zxid_of(LOG_TREE, key)?;
-        let txn = codec::decode(value).map_err(|source| StorageError::CorruptEntry { key: hex(key), source })?;
-        Ok(Entry::new(zxid, txn))
-    }
-
     fn append(&self, entries: &[&Entry]) -> Result<(), StorageError> {
         if entries.is_empty() {
             return Ok(());
         }
         let last = self.last_log()?.max(self.newest_snapshot()?);
         recovery::check_append(last, entries.iter().copied())?;
-        let mut batch = Batch::default();
-        for entry in entries {
-            batch.insert(&log_key(entry.zxid), codec::encode(&entry.txn));
-        }
-        // One batch: a crash keeps the whole append or none of it.
-        self.log.apply_batch(batch).map_err(io("appending to the log"))
+        self.append_run(entries)
     }
 
     fn apply_one(&self, op: &StorageOp) -> Result<(), StorageError> {
@@ -299,12 +295,7 @@ impl SledStorage {
                 "truncating after {zxid:?} would cut below the snapshot at {snapshot:?}, which holds committed state"
             )));
         }
-        let mut batch = Batch::default();
-        for item in ordered(LOG_TREE, "truncating the log", self.log.range(after(zxid))) {
-            batch.remove(item?.0);
-        }
-        // One batch: removing only the lower keys would leave a hole.
-        self.log.apply_batch(batch).map_err(io("truncating the log"))
+        self.truncate_runs_after(zxid)
     }
 
     fn set_epoch(&self, key: &'static str, epoch: Epoch) -> Result<(), StorageError> {
@@ -345,12 +336,10 @@ impl Source for SledStorage {
     }
 
     fn log_after(&self, zxid: Zxid) -> Result<Vec<Entry>, StorageError> {
-        let mut out = Vec::new();
-        for item in ordered(LOG_TREE, "reading the log", self.log.range(after(zxid))) {
-            let (key, value) = item?;
-            out.push(Self::decode_entry(&key, &value)?);
+        match zxid.0.checked_add(1) {
+            Some(next) => self.entries_from(Zxid(next), usize::MAX),
+            None => Ok(Vec::new()),
         }
-        Ok(out)
     }
 }
 
@@ -432,27 +421,16 @@ impl Storage for SledStorage {
         // which open removes.
         self.index.apply_batch(index_batch).map_err(io("purging snapshot markers"))?;
         self.chunks.apply_batch(chunk_batch).map_err(io("purging snapshot chunks"))?;
-        let mut log_batch = Batch::default();
-        let mut entries_removed = 0;
-        for item in ordered(LOG_TREE, "purging the log", self.log.range(..=log_key(oldest_kept))) {
-            log_batch.remove(item?.0);
-            entries_removed += 1;
-        }
-        self.log.apply_batch(log_batch).map_err(io("purging the log"))?;
+        let entries_removed = self.purge_runs_through(oldest_kept)?;
         Ok(PurgeReport { snapshots_removed: old.len(), entries_removed })
     }
 
     fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
-        guarded("reading the log", || self.read_log_unguarded(from, limit))
+        guarded("reading the log", || self.entries_from(from, limit))
     }
 
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
-        let first = self.log.first().map_err(io("reading the log head"))?;
-        let last = self.log.last().map_err(io("reading the log tail"))?;
-        match (first, last) {
-            (Some((first, _)), Some((last, _))) => Ok(Some((zxid_of(LOG_TREE, &first)?, zxid_of(LOG_TREE, &last)?))),
-            _ => Ok(None),
-        }
+        self.log_span()
     }
 
     fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError> {
@@ -461,17 +439,6 @@ impl Storage for SledStorage {
             .into_iter()
             .map(|(zxid, marker)| SnapshotMeta { zxid, bytes: marker.bytes, chunks: marker.chunks })
             .collect())
-    }
-}
-
-impl SledStorage {
-    fn read_log_unguarded(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
-        let mut out = Vec::new();
-        for item in ordered(LOG_TREE, "reading the log", self.log.range(log_key(from)..)).take(limit) {
-            let (key, value) = item?;
-            out.push(Self::decode_entry(&key, &value)?);
-        }
-        Ok(out)
     }
 }
 

@@ -1,0 +1,295 @@
+//! The log in sled as runs: each append (all the entries one group commit
+//! gathers) is one value, keyed by its first zxid.
+//!
+//! sled's cost is per key: a node rewrite, page-cache bookkeeping and
+//! in-memory node space for each. One key per transaction made the log most
+//! of a write's CPU and of a replica's memory; one key per run divides both
+//! by the run's length. A run's value is a header (a tag, its last zxid and
+//! its entry count, so the tail and bounds need no decoding) and the
+//! entries as one sealed record (`txn::codec`: a checksum covers them all).
+//! Values of the store's first format, one sealed transaction per key, are
+//! still read as runs of one.
+
+use super::{hex, io, log_key, ordered, zxid_of, SledStorage, LOG_TREE};
+use crate::ids::Zxid;
+use crate::storage::StorageError;
+use crate::txn::{codec, Entry, Txn};
+use sled::Batch;
+
+/// First byte of a run's value; a first-format value starts with the codec's
+/// version byte (1) instead.
+const RUN_TAG: u8 = 0xB7;
+/// Tag, last zxid, entry count.
+const HEADER_LEN: usize = 1 + 8 + 4;
+
+/// A run's value for `entries` (ascending, at least one).
+pub(super) fn encode(entries: &[&Entry]) -> Vec<u8> {
+    let last = entries.last().map_or(Zxid::ZERO, |e| e.zxid);
+    // A run is one group commit: far fewer than 2^32 entries.
+    let count = u32::try_from(entries.len()).expect("a run holds fewer than 2^32 entries");
+    let body: Vec<(Zxid, &Txn)> = entries.iter().map(|e| (e.zxid, &*e.txn)).collect();
+    let mut out = Vec::with_capacity(HEADER_LEN + 160 * entries.len());
+    out.push(RUN_TAG);
+    out.extend_from_slice(&last.0.to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
+    codec::encode_value_into(&body, &mut out);
+    out
+}
+
+/// The last zxid and the entry count of the run at `key`, from its header.
+pub(super) fn bounds(key: &[u8], value: &[u8]) -> Result<(Zxid, u32), StorageError> {
+    let first = zxid_of(LOG_TREE, key)?;
+    if value.first() != Some(&RUN_TAG) {
+        return Ok((first, 1));
+    }
+    let header: &[u8; HEADER_LEN] = value
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| corrupt_run(key, format!("{} bytes, shorter than a run header", value.len())))?;
+    let last = Zxid(u64::from_be_bytes([
+        header[1], header[2], header[3], header[4], header[5], header[6], header[7], header[8],
+    ]));
+    let count = u32::from_be_bytes([header[9], header[10], header[11], header[12]]);
+    if last < first || count == 0 {
+        return Err(corrupt_run(key, format!("header says last {last:?} and {count} entries")));
+    }
+    Ok((last, count))
+}
+
+/// The entries of the run at `key`, checked against its key and header.
+pub(super) fn decode(key: &[u8], value: &[u8]) -> Result<Vec<Entry>, StorageError> {
+    let first = zxid_of(LOG_TREE, key)?;
+    if value.first() != Some(&RUN_TAG) {
+        let txn = codec::decode(value).map_err(|source| StorageError::CorruptEntry { key: hex(key), source })?;
+        return Ok(vec![Entry::new(first, txn)]);
+    }
+    let (last, count) = bounds(key, value)?;
+    let body: Vec<(Zxid, Txn)> = codec::decode_value(&value[HEADER_LEN..])
+        .map_err(|source| StorageError::CorruptEntry { key: hex(key), source })?;
+    let fits = body.first().map(|e| e.0) == Some(first)
+        && body.last().map(|e| e.0) == Some(last)
+        && usize::try_from(count).is_ok_and(|n| n == body.len())
+        && body.windows(2).all(|w| w[0].0 < w[1].0);
+    if !fits {
+        return Err(corrupt_run(key, format!("its entries do not match its key and header ({} entries)", body.len())));
+    }
+    Ok(body.into_iter().map(|(zxid, txn)| Entry::new(zxid, txn)).collect())
+}
+
+fn corrupt_run(key: &[u8], reason: String) -> StorageError {
+    StorageError::CorruptKey { tree: LOG_TREE, key: hex(key), reason }
+}
+
+impl SledStorage {
+    /// The last logged zxid (zero when the log is empty).
+    pub(super) fn last_log(&self) -> Result<Zxid, StorageError> {
+        match self.log.last().map_err(io("reading the log tail"))? {
+            Some((key, value)) => Ok(bounds(&key, &value)?.0),
+            None => Ok(Zxid::ZERO),
+        }
+    }
+
+    /// The first and last logged zxids.
+    pub(super) fn log_span(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
+        let first = self.log.first().map_err(io("reading the log head"))?;
+        match first {
+            Some((key, _)) => Ok(Some((zxid_of(LOG_TREE, &key)?, self.last_log()?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Entries with zxid ≥ `from`, in order, at most `limit`.
+    pub(super) fn entries_from(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+        let mut out = Vec::new();
+        // The run holding `from` starts at or before it.
+        let start = match self.log.range(..=log_key(from)).next_back() {
+            Some(item) => item.map_err(io("reading the log"))?.0,
+            None => log_key(from).as_ref().into(),
+        };
+        for item in ordered(LOG_TREE, "reading the log", self.log.range(start..)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, value) = item?;
+            let left = limit - out.len();
+            out.extend(decode(&key, &value)?.into_iter().filter(|e| e.zxid >= from).take(left));
+        }
+        Ok(out)
+    }
+
+    /// Appends one run.
+    pub(super) fn append_run(&self, entries: &[&Entry]) -> Result<(), StorageError> {
+        let Some(first) = entries.first() else { return Ok(()) };
+        // One value: a crash keeps the whole append or none of it.
+        self.log.insert(log_key(first.zxid), encode(entries)).map_err(io("appending to the log"))?;
+        Ok(())
+    }
+
+    /// Removes every entry above `zxid`, shortening the run that holds it.
+    pub(super) fn truncate_runs_after(&self, zxid: Zxid) -> Result<(), StorageError> {
+        let mut batch = Batch::default();
+        if let Some(item) = self.log.range(..=log_key(zxid)).next_back() {
+            let (key, value) = item.map_err(io("truncating the log"))?;
+            if bounds(&key, &value)?.0 > zxid {
+                let kept: Vec<Entry> = decode(&key, &value)?.into_iter().filter(|e| e.zxid <= zxid).collect();
+                batch.insert(key, encode(&kept.iter().collect::<Vec<_>>()));
+            }
+        }
+        for item in ordered(LOG_TREE, "truncating the log", self.log.range(super::after(zxid))) {
+            batch.remove(item?.0);
+        }
+        // One batch: removing only the lower keys would leave a hole.
+        self.log.apply_batch(batch).map_err(io("truncating the log"))
+    }
+
+    /// Removes every entry at or below `zxid`; returns how many. A run that
+    /// straddles `zxid` is rewritten with what follows it, under the key of
+    /// its first kept entry.
+    pub(super) fn purge_runs_through(&self, zxid: Zxid) -> Result<usize, StorageError> {
+        let mut batch = Batch::default();
+        let mut removed = 0usize;
+        for item in ordered(LOG_TREE, "purging the log", self.log.range(..=log_key(zxid))) {
+            let (key, value) = item?;
+            let (last, count) = bounds(&key, &value)?;
+            batch.remove(key.clone());
+            if last <= zxid {
+                removed += usize::try_from(count).unwrap_or(usize::MAX);
+                continue;
+            }
+            let (gone, kept): (Vec<Entry>, Vec<Entry>) =
+                decode(&key, &value)?.into_iter().partition(|e| e.zxid <= zxid);
+            removed += gone.len();
+            if let Some(first) = kept.first() {
+                batch.insert(&log_key(first.zxid), encode(&kept.iter().collect::<Vec<_>>()));
+            }
+        }
+        // One batch: a crash keeps the old runs or the purged ones, never a hole.
+        self.log.apply_batch(batch).map_err(io("purging the log"))?;
+        Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::SessionId;
+    use crate::storage::recovery::Source;
+    use crate::storage::Storage;
+    use crate::txn::TxnBody;
+    use crate::zab::StorageOp;
+    use std::sync::Arc;
+
+    fn entry(counter: u32) -> Entry {
+        let txn =
+            Txn { session: SessionId(1), cxid: 1, time_ms: 0, body: TxnBody::Delete { path: format!("/n{counter}") } };
+        Entry { zxid: Zxid::new(1, counter), txn: Arc::new(txn) }
+    }
+
+    #[test]
+    fn a_run_round_trips_and_its_header_gives_the_tail() {
+        let entries: Vec<Entry> = (3..=7).map(entry).collect();
+        let value = encode(&entries.iter().collect::<Vec<_>>());
+        let key = log_key(Zxid::new(1, 3));
+        assert_eq!(bounds(&key, &value).unwrap(), (Zxid::new(1, 7), 5));
+        assert_eq!(decode(&key, &value).unwrap(), entries);
+    }
+
+    #[test]
+    fn a_first_format_value_reads_as_a_run_of_one() {
+        let e = entry(4);
+        let value = codec::encode(&e.txn);
+        let key = log_key(e.zxid);
+        assert_eq!(bounds(&key, &value).unwrap(), (e.zxid, 1));
+        assert_eq!(decode(&key, &value).unwrap(), vec![e]);
+    }
+
+    fn zxids(entries: &[Entry]) -> Vec<u32> {
+        entries.iter().map(|e| e.zxid.counter()).collect()
+    }
+
+    fn store_with_runs(dir: &std::path::Path) -> SledStorage {
+        let store = SledStorage::open(dir).expect("open");
+        // Three appends: runs 1..=3, 4..=6, 7..=9.
+        for run in [1..=3u32, 4..=6, 7..=9] {
+            store.apply(&[StorageOp::Append(run.map(entry).collect())]).expect("append");
+        }
+        store.flush().expect("flush");
+        store
+    }
+
+    #[test]
+    fn a_store_keeps_one_key_per_append_and_reads_entries_across_runs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store_with_runs(dir.path());
+        assert_eq!(store.log.len(), 3);
+        assert_eq!(store.log_bounds().unwrap(), Some((Zxid::new(1, 1), Zxid::new(1, 9))));
+        assert_eq!(zxids(&store.read_log(Zxid::new(1, 5), 3).unwrap()), [5, 6, 7]);
+        assert_eq!(zxids(&store.read_log(Zxid::ZERO, 100).unwrap()), (1..=9).collect::<Vec<_>>());
+        assert_eq!(zxids(&store.recover().unwrap().log), (1..=9).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn truncating_inside_a_run_keeps_its_head() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store_with_runs(dir.path());
+        store.apply(&[StorageOp::TruncateAfter(Zxid::new(1, 5))]).expect("truncate");
+        store.flush().expect("flush");
+        assert_eq!(zxids(&store.recover().unwrap().log), [1, 2, 3, 4, 5]);
+        assert_eq!(store.log_bounds().unwrap(), Some((Zxid::new(1, 1), Zxid::new(1, 5))));
+        // The log continues after the cut.
+        store.apply(&[StorageOp::Append(vec![entry(6)])]).expect("append after the cut");
+        assert_eq!(zxids(&store.recover().unwrap().log), [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn purging_inside_a_run_keeps_its_tail_under_a_new_key() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store_with_runs(dir.path());
+        assert_eq!(store.purge_runs_through(Zxid::new(1, 5)).unwrap(), 5);
+        assert_eq!(zxids(&store.read_log(Zxid::ZERO, 100).unwrap()), (6..=9).collect::<Vec<_>>());
+        assert_eq!(store.log_bounds().unwrap(), Some((Zxid::new(1, 6), Zxid::new(1, 9))));
+        assert_eq!(store.log.len(), 2, "runs 6..=6 and 7..=9");
+        assert_eq!(zxids(&store.log_after(Zxid::ZERO).unwrap()), [6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn a_first_format_store_opens_reads_and_is_upgraded() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let db = super::super::open_retrying(&sled::Config::new().path(dir.path())).expect("raw open");
+            let log = db.open_tree(LOG_TREE).expect("log tree");
+            for e in (1..=4).map(entry) {
+                log.insert(log_key(e.zxid), codec::encode(&e.txn)).expect("write");
+            }
+            db.open_tree(super::super::META_TREE)
+                .expect("meta")
+                .insert("format", super::super::FORMAT_V1)
+                .expect("format");
+            db.flush().expect("flush");
+            std::fs::write(dir.path().join(super::super::SIDECAR), super::super::FORMAT_V1).expect("sidecar");
+        }
+        {
+            let store = SledStorage::open(dir.path()).expect("a first-format store opens");
+            assert_eq!(zxids(&store.recover().unwrap().log), [1, 2, 3, 4]);
+            store.apply(&[StorageOp::Append((5..=6).map(entry).collect())]).expect("append a run");
+            store.flush().expect("flush");
+        }
+        let store = SledStorage::open(dir.path()).expect("reopens");
+        assert_eq!(zxids(&store.recover().unwrap().log), [1, 2, 3, 4, 5, 6]);
+        let marker = std::fs::read(dir.path().join(super::super::SIDECAR)).expect("sidecar");
+        assert_eq!(marker, super::super::FORMAT, "upgraded to the second format");
+    }
+
+    #[test]
+    fn a_run_that_does_not_match_its_key_or_header_is_refused() {
+        let entries: Vec<Entry> = (3..=4).map(entry).collect();
+        let value = encode(&entries.iter().collect::<Vec<_>>());
+        let wrong_key = log_key(Zxid::new(1, 2));
+        assert!(matches!(decode(&wrong_key, &value), Err(StorageError::CorruptKey { .. })));
+        let mut flipped = value.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 0xff;
+        assert!(matches!(decode(&log_key(Zxid::new(1, 3)), &flipped), Err(StorageError::CorruptEntry { .. })));
+        assert!(matches!(bounds(&log_key(Zxid::new(1, 3)), &value[..5]), Err(StorageError::CorruptKey { .. })));
+    }
+}
