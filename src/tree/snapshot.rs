@@ -10,7 +10,7 @@
 
 use super::node::SharedAcl;
 use super::stat::StatPersisted;
-use super::{SessionRecord, TreeState, Znode};
+use super::{table, SessionRecord, TreeState, Znode};
 use crate::acl::Acl;
 use crate::ids::{SessionId, Zxid};
 use crate::txn::codec;
@@ -220,6 +220,10 @@ pub struct Reader {
     nodes: u64,
     sessions: u64,
     done: bool,
+    /// The last node's path: a node after it in table order cannot be a
+    /// duplicate, so the reader looks one up only when a snapshot is not in
+    /// table order (those of earlier versions were written in pre-order).
+    last_path: Option<String>,
 }
 
 impl Reader {
@@ -281,13 +285,14 @@ impl Reader {
                 };
                 let index = self.records;
                 let Some(state) = self.state.as_mut() else { return Err(self.inconsistent("node before header")) };
-                if state.node(&path).is_some() {
+                let ascending = self.last_path.as_deref().is_none_or(|last| table::sorts_before(last, &path));
+                if !ascending && state.node(&path).is_some() {
                     return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} appears twice") });
                 }
-                if path != "/" && state.node(super::path::parent(&path)).is_none() {
+                if !state.insert_raw(&path, &data, acl, stat) {
                     return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} has no parent") });
                 }
-                state.insert_raw(&path, &data, acl, stat);
+                self.last_path = Some(path);
                 self.nodes += 1;
             }
             Record::Footer { nodes, sessions } => {
@@ -393,6 +398,43 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// A snapshot stream of these nodes in this order, framed as `Chunks` frames it.
+    fn stream_of(paths: &[&str]) -> Vec<u8> {
+        let state = TreeState::empty();
+        let mut chunks = Chunks::new(&state, 1 << 20);
+        chunks.push(&RecordRef::Header { format: FORMAT, zxid: Zxid::new(1, 9) });
+        chunks.push(&RecordRef::Acl { id: 0, acl: &Acl::open_unsafe() });
+        let stat = StatPersisted::created(1, 5, 0);
+        for path in paths {
+            chunks.push(&RecordRef::Node { path, data: b"d", acl: 0, stat: &stat });
+        }
+        chunks.push(&RecordRef::Footer { nodes: paths.len() as u64, sessions: 0 });
+        chunks.buffer
+    }
+
+    #[test]
+    fn a_pre_order_snapshot_of_earlier_versions_loads() {
+        // Pre-order puts /a/b before /b; the table order puts it after.
+        let loaded = from_chunks([stream_of(&["/", "/a", "/a/b", "/b"]).as_slice()]).expect("loads");
+        assert_eq!(loaded.node_count(), 4);
+        assert_eq!(loaded.node("/").map(|n| n.num_children()), Some(2));
+        assert_eq!(loaded.node("/a").map(|n| n.num_children()), Some(1));
+        assert_eq!(loaded.children("/a").collect::<Vec<_>>(), ["/a/b"]);
+    }
+
+    #[test]
+    fn a_duplicate_or_an_orphan_is_inconsistent_in_any_order() {
+        for paths in [&["/", "/a", "/b", "/a"][..], &["/", "/a", "/a/b", "/a"], &["/", "/a", "/a"]] {
+            let err = from_chunks([stream_of(paths).as_slice()]).unwrap_err();
+            assert!(
+                matches!(&err, SnapshotError::Inconsistent { reason, .. } if reason.contains("appears twice")),
+                "{paths:?}: {err}"
+            );
+        }
+        let err = from_chunks([stream_of(&["/", "/a/b"]).as_slice()]).unwrap_err();
+        assert!(matches!(&err, SnapshotError::Inconsistent { reason, .. } if reason.contains("no parent")), "{err}");
     }
 
     #[test]

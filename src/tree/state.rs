@@ -52,30 +52,34 @@ impl TreeState {
         }
     }
 
-    /// Inserts a node and counts it in its parent, without any checks; used
-    /// when building a tree from a snapshot (parents come first).
-    pub(crate) fn insert_raw(&mut self, path: &str, data: &[u8], acl: SharedAcl, stat: StatPersisted) {
-        let key: Arc<str> = Arc::from(path);
+    /// Inserts a node and counts it in its parent, without other checks;
+    /// used when building a tree from a snapshot (parents come first).
+    /// Returns false, inserting nothing, when a node other than the root has
+    /// no parent.
+    pub(crate) fn insert_raw(&mut self, path: &str, data: &[u8], acl: SharedAcl, stat: StatPersisted) -> bool {
         if path != "/" {
-            if let Some(parent) = self.nodes.get_mut(path::parent(path)) {
-                parent.add_child(1);
+            match self.nodes.get_mut(path::parent(path)) {
+                Some(parent) => parent.add_child(1),
+                None => return false,
             }
         }
+        let key = || Arc::<str>::from(path);
         match EphemeralType::of(stat.ephemeral_owner) {
             EphemeralType::Container => {
-                self.containers.insert(key.clone());
+                self.containers.insert(key());
             }
             EphemeralType::Ttl(_) => {
-                self.ttls.insert(key.clone());
+                self.ttls.insert(key());
             }
             EphemeralType::Normal => {
-                self.ephemerals.entry(SessionId(stat.ephemeral_owner)).or_default().insert(key.clone());
+                self.ephemerals.entry(SessionId(stat.ephemeral_owner)).or_default().insert(key());
             }
             EphemeralType::Void => {}
         }
         self.data_bytes += data.len() as u64;
-        // Parents come first (the snapshot reader checks), so no child is in yet.
+        // Parents come first, so no child is in yet.
         self.nodes.insert(path, Znode::new(data, acl, stat, 0));
+        true
     }
 
     /// Records a session (snapshot loading).
