@@ -63,8 +63,19 @@ impl TreeState {
                 None => return false,
             }
         }
+        self.index_owner(path, stat.ephemeral_owner);
+        self.data_bytes += data.len() as u64;
+        // Parents come first, so no child is in yet.
+        self.nodes.insert(path, Znode::new(data, acl, stat, 0));
+        true
+    }
+
+    /// Enters a new node in the index its `ephemeralOwner` puts it in:
+    /// containers, TTL nodes or a session's ephemerals (most nodes, owned by
+    /// none, in no index and with no allocation here).
+    fn index_owner(&mut self, path: &str, owner: i64) {
         let key = || Arc::<str>::from(path);
-        match EphemeralType::of(stat.ephemeral_owner) {
+        match EphemeralType::of(owner) {
             EphemeralType::Container => {
                 self.containers.insert(key());
             }
@@ -72,14 +83,10 @@ impl TreeState {
                 self.ttls.insert(key());
             }
             EphemeralType::Normal => {
-                self.ephemerals.entry(SessionId(stat.ephemeral_owner)).or_default().insert(key());
+                self.ephemerals.entry(SessionId(owner)).or_default().insert(key());
             }
             EphemeralType::Void => {}
         }
-        self.data_bytes += data.len() as u64;
-        // Parents come first, so no child is in yet.
-        self.nodes.insert(path, Znode::new(data, acl, stat, 0));
-        true
     }
 
     /// Records a session (snapshot loading).
@@ -236,19 +243,7 @@ impl TreeState {
             stat.pzxid = zxid.as_i64();
         });
         let stat = StatPersisted::created(zxid.as_i64(), time_ms, *ephemeral_owner);
-        let key: Arc<str> = Arc::from(path.as_str());
-        match EphemeralType::of(*ephemeral_owner) {
-            EphemeralType::Container => {
-                self.containers.insert(key.clone());
-            }
-            EphemeralType::Ttl(_) => {
-                self.ttls.insert(key.clone());
-            }
-            EphemeralType::Normal => {
-                self.ephemerals.entry(SessionId(*ephemeral_owner)).or_default().insert(key.clone());
-            }
-            EphemeralType::Void => {}
-        }
+        self.index_owner(path, *ephemeral_owner);
         self.data_bytes += data.len() as u64;
         let node = Znode::new(data, acl, stat, 0);
         let full = node.stat();
