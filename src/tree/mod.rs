@@ -105,18 +105,17 @@ impl DataTree {
 
     /// A tree from a snapshot's state.
     pub fn from_state(state: TreeState) -> DataTree {
-        let mut tree = DataTree { state, watches: WatchManager::default(), acl_cache: HashMap::new() };
-        let lists: Vec<SharedAcl> = {
-            let mut seen = Vec::new();
-            for (_, node) in tree.state.nodes.iter() {
-                seen.push(node.shared_acl().clone());
+        // Lists are interned, so a handful of distinct pointers stand for a
+        // million nodes: each list is copied into the cache once, not per node.
+        let mut seen = std::collections::HashSet::new();
+        let mut acl_cache = HashMap::new();
+        for (_, node) in state.nodes.iter() {
+            let list = node.shared_acl();
+            if seen.insert(triomphe::Arc::as_ptr(list)) {
+                acl_cache.entry(list.to_vec()).or_insert_with(|| list.clone());
             }
-            seen
-        };
-        for list in lists {
-            tree.acl_cache.entry(list.to_vec()).or_insert(list);
         }
-        tree
+        DataTree { state, watches: WatchManager::default(), acl_cache }
     }
 
     /// The replicated state (read-only).

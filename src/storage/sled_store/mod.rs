@@ -285,9 +285,7 @@ impl SledStorage {
             StorageOp::TruncateAfter(zxid) => self.truncate_after(*zxid),
             StorageOp::SetAcceptedEpoch(epoch) => self.set_epoch(ACCEPTED_EPOCH, *epoch),
             StorageOp::SetCurrentEpoch(epoch) => self.set_epoch(CURRENT_EPOCH, *epoch),
-            StorageOp::InstallSnapshot { zxid, chunks } => {
-                self.store_snapshot(*zxid, &mut chunks.iter().cloned(), true).map(|_| ())
-            }
+            StorageOp::InstallSnapshot { zxid, chunks } => self.install_snapshot(*zxid, chunks).map(|_| ()),
         }
     }
 
@@ -394,7 +392,7 @@ impl Storage for SledStorage {
         zxid: Zxid,
         chunks: &mut dyn Iterator<Item = Bytes>,
     ) -> Result<SnapshotMeta, StorageError> {
-        let meta = self.store_snapshot(zxid, chunks, false)?;
+        let meta = self.store_snapshot(zxid, chunks)?;
         self.db.flush().map_err(io("flushing a snapshot"))?;
         Ok(meta)
     }

@@ -105,19 +105,24 @@ impl SledStorage {
             .collect()
     }
 
-    /// Stores a snapshot and its marker. `install` also drops the whole log
-    /// and any snapshot above `zxid` (a leader's SNAP replaces local history).
+    /// Installs a leader's snapshot (SNAP): it replaces the whole log and
+    /// any snapshot above `zxid`.
+    pub(super) fn install_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
+        let _serialized = self.lock_snapshots();
+        self.replace_snapshot(zxid, chunks, true)
+    }
+
+    /// Stores a snapshot of this replica's own state and its marker.
     pub(super) fn store_snapshot(
         &self,
         zxid: Zxid,
         chunks: &mut dyn Iterator<Item = Bytes>,
-        install: bool,
     ) -> Result<SnapshotMeta, StorageError> {
         let _serialized = self.lock_snapshots();
         let replacing = self.index.contains_key(log_key(zxid)).map_err(io("reading the snapshot index"))?;
-        if install || replacing {
+        if replacing {
             let chunks: Vec<Bytes> = chunks.collect();
-            return self.replace_snapshot(zxid, &chunks, install);
+            return self.replace_snapshot(zxid, &chunks, false);
         }
         // Common case, the background snapshot: chunks without a marker are
         // ignored, so they need no atomicity and can be written as they are
