@@ -9,7 +9,7 @@ use crate::config::ServerConfig;
 use crate::ids::{Epoch, Zxid};
 use crate::proto::client::zab_keeper_server::ZabKeeperServer;
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
-use crate::storage::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
+use crate::storage::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
 use crate::testing::free_port;
 use crate::txn::Entry;
 use crate::zab::StorageOp;
@@ -73,17 +73,30 @@ impl Storage for MemDisk {
         chunks: &mut dyn Iterator<Item = Bytes>,
     ) -> Result<SnapshotMeta, StorageError> {
         // Not kept: recovery replays the whole log instead.
-        let (count, bytes) = chunks.fold((0u32, 0u64), |(n, b), c| (n.saturating_add(1), b + c.len() as u64));
-        Ok(SnapshotMeta { zxid, bytes, chunks: count })
+        let chunks: Vec<Bytes> = chunks.collect();
+        Ok(SnapshotMeta::of(zxid, &chunks, 0))
     }
 
     fn purge(&self, _keep: usize) -> Result<PurgeReport, StorageError> {
         Ok(PurgeReport::default())
     }
 
-    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+    fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
         let disk = self.disk.lock().map_err(|_| poisoned())?;
-        Ok(disk.log.iter().filter(|e| e.zxid >= from).take(limit).cloned().collect())
+        let entries: Box<dyn Iterator<Item = &Entry>> = match scan {
+            Scan::From(from) => Box::new(disk.log.iter().filter(move |e| e.zxid >= from)),
+            Scan::Back(to) => Box::new(disk.log.iter().rev().filter(move |e| e.zxid <= to)),
+        };
+        for entry in entries {
+            if !visit(entry.clone()) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_chunk(&self, _zxid: Zxid, _index: u32) -> Result<Option<Bytes>, StorageError> {
+        Ok(None)
     }
 
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {

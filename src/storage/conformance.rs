@@ -4,7 +4,7 @@
 
 use super::mem_store::MemStorage;
 use super::sled_store::{self, SledStorage};
-use super::{Recovered, Storage, StorageError};
+use super::{Recovered, Scan, Storage, StorageError};
 use crate::acl::Acl;
 use crate::ids::{SessionId, Zxid};
 use crate::tree::{snapshot, DataTree, TreeState};
@@ -358,6 +358,49 @@ fn purge_keeps_newest(h: &mut impl Harness) {
     assert_rebuilds(&recovered, &history, z(30));
 }
 
+fn scans_both_ways_and_stops_when_told(h: &mut impl Harness) {
+    let history = History::epoch(1, 12);
+    append(h.store(), history.slice(z(1), z(5)));
+    append(h.store(), history.slice(z(6), z(12)));
+    h.store().flush().expect("flush");
+    let scan = |scan: Scan, stop_after: usize| {
+        let mut seen = Vec::new();
+        h.store()
+            .scan_log(scan, &mut |entry| {
+                seen.push(entry.zxid);
+                seen.len() < stop_after
+            })
+            .expect("scan");
+        seen
+    };
+    assert_eq!(scan(Scan::From(z(4)), 3), [z(4), z(5), z(6)], "across two runs");
+    assert_eq!(scan(Scan::Back(z(7)), 4), [z(7), z(6), z(5), z(4)]);
+    assert_eq!(scan(Scan::Back(Zxid(u64::MAX)), 2), [z(12), z(11)]);
+    assert_eq!(scan(Scan::Back(z(2)), 100), [z(2), z(1)]);
+    assert!(scan(Scan::From(z(13)), 100).is_empty());
+    assert!(scan(Scan::Back(Zxid::ZERO), 100).is_empty());
+}
+
+fn snapshots_are_listed_with_counts_and_read_by_chunk(h: &mut impl Harness) {
+    let history = History::epoch(1, 10);
+    append(h.store(), history.entries.clone());
+    let chunks = history.chunks_at(z(10));
+    let meta = h.store().save_snapshot(z(10), &chunks).expect("snapshot");
+    let nodes = history.state_at(z(10)).node_count() as u64;
+    assert_eq!(meta.nodes, nodes);
+    h.reopen();
+    let listed = h.store().snapshots().expect("list");
+    assert_eq!(
+        listed.iter().map(|s| (s.zxid, s.nodes, s.chunks)).collect::<Vec<_>>(),
+        [(z(10), nodes, chunks.len() as u32)]
+    );
+    for (i, chunk) in chunks.iter().enumerate() {
+        assert_eq!(h.store().snapshot_chunk(z(10), i as u32).expect("read").as_ref(), Some(chunk));
+    }
+    assert_eq!(h.store().snapshot_chunk(z(10), chunks.len() as u32).expect("read"), None);
+    assert_eq!(h.store().snapshot_chunk(z(9), 0).expect("read"), None);
+}
+
 fn recover_snapshot_and_later_entries(h: &mut impl Harness) {
     let history = History::epoch(1, 20);
     append(h.store(), history.slice(z(1), z(12)));
@@ -463,6 +506,8 @@ macro_rules! both {
             install_snapshot_replaces_log,
             install_snapshot_drops_newer_snapshots,
             purge_keeps_newest,
+            scans_both_ways_and_stops_when_told,
+            snapshots_are_listed_with_counts_and_read_by_chunk,
             recover_snapshot_and_later_entries,
             snapshot_ahead_of_log,
             save_snapshot_twice_replaces,

@@ -5,7 +5,7 @@
 //! harshest loss sled's contract allows).
 
 use super::recovery::{self, Source};
-use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
+use super::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot;
 use crate::tree::TreeState;
@@ -40,12 +40,9 @@ pub struct MemStorage {
     inner: Arc<Mutex<Inner>>,
 }
 
+/// The simulation has no wall clock here: a snapshot's time is unknown.
 fn meta_of(zxid: Zxid, chunks: &[Bytes]) -> SnapshotMeta {
-    SnapshotMeta {
-        zxid,
-        bytes: chunks.iter().map(|c| c.len() as u64).sum(),
-        chunks: u32::try_from(chunks.len()).unwrap_or(u32::MAX),
-    }
+    SnapshotMeta::of(zxid, chunks, 0)
 }
 
 impl State {
@@ -231,15 +228,24 @@ impl Storage for MemStorage {
         Ok(PurgeReport { snapshots_removed, entries_removed })
     }
 
-    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+    fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
         let inner = self.lock();
-        Ok(inner
-            .live
-            .log
-            .range(from..)
-            .take(limit)
-            .map(|(zxid, txn)| Entry { zxid: *zxid, txn: txn.clone() })
-            .collect())
+        let log = &inner.live.log;
+        let entries: Box<dyn Iterator<Item = (&Zxid, &Arc<Txn>)>> = match scan {
+            Scan::From(from) => Box::new(log.range(from..)),
+            Scan::Back(to) => Box::new(log.range(..=to).rev()),
+        };
+        for (zxid, txn) in entries {
+            if !visit(Entry { zxid: *zxid, txn: txn.clone() }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError> {
+        let inner = self.lock();
+        Ok(inner.live.snapshots.get(&zxid).and_then(|chunks| chunks.get(index as usize).cloned()))
     }
 
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {

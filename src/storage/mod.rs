@@ -35,6 +35,33 @@ pub struct SnapshotMeta {
     pub bytes: u64,
     /// Number of chunks.
     pub chunks: u32,
+    /// Nodes in it (from its footer; 0 for snapshots written before the
+    /// count was kept, or whose footer cannot be read).
+    pub nodes: u64,
+    /// When it was written, ms since the Unix epoch (0 when unknown).
+    pub created_ms: i64,
+}
+
+impl SnapshotMeta {
+    /// The meta of a snapshot at `zxid` written as `chunks` at `created_ms`.
+    pub fn of(zxid: Zxid, chunks: &[Bytes], created_ms: i64) -> SnapshotMeta {
+        SnapshotMeta {
+            zxid,
+            bytes: chunks.iter().map(|c| c.len() as u64).sum(),
+            chunks: u32::try_from(chunks.len()).unwrap_or(u32::MAX),
+            nodes: chunks.last().and_then(|c| crate::tree::snapshot::footer_counts(c)).map_or(0, |(nodes, _)| nodes),
+            created_ms,
+        }
+    }
+}
+
+/// Which way a log scan goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scan {
+    /// Entries with zxid ≥ this, oldest first.
+    From(Zxid),
+    /// Entries with zxid ≤ this, newest first.
+    Back(Zxid),
 }
 
 /// What a purge removed.
@@ -177,8 +204,26 @@ pub trait Storage: Send + Sync {
     /// entry not needed to replay from the oldest snapshot kept.
     fn purge(&self, keep: usize) -> Result<PurgeReport, StorageError>;
 
+    /// Shows log entries to `visit` one at a time in the direction `scan`
+    /// gives, until it returns false or the log ends (for inspection: memory
+    /// stays one entry, or one stored run of them, however long the log).
+    fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError>;
+
     /// Log entries with zxid ≥ `from`, at most `limit` (for inspection).
-    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError>;
+    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
+        let mut out = Vec::new();
+        if limit > 0 {
+            self.scan_log(Scan::From(from), &mut |entry| {
+                out.push(entry);
+                out.len() < limit
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Chunk `index` of the stored snapshot at `zxid`; None past its last
+    /// chunk or when there is no such snapshot.
+    fn snapshot_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError>;
 
     /// The first and last zxid in the log, if it is not empty.
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError>;

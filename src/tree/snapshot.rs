@@ -210,10 +210,169 @@ pub fn to_chunks(state: &TreeState, chunk_bytes: usize) -> (Vec<Bytes>, Snapshot
     (all, chunks.info())
 }
 
+/// Splits a stream of chunks into its length-prefixed records, which may
+/// straddle chunks.
+#[derive(Default)]
+struct Frames {
+    pending: Vec<u8>,
+}
+
+impl Frames {
+    /// Appends `chunk` and hands every record now complete to `each`.
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        mut each: impl FnMut(&[u8]) -> Result<(), SnapshotError>,
+    ) -> Result<(), SnapshotError> {
+        self.pending.extend_from_slice(chunk);
+        let mut at = 0;
+        let result = loop {
+            if self.pending.len() - at < 4 {
+                break Ok(());
+            }
+            let len = u32::from_be_bytes(self.pending[at..at + 4].try_into().expect("4 bytes")) as usize;
+            if self.pending.len() - at - 4 < len {
+                break Ok(());
+            }
+            let record = &self.pending[at + 4..at + 4 + len];
+            if let Err(e) = each(record) {
+                break Err(e);
+            }
+            at += 4 + len;
+        };
+        self.pending.drain(..at);
+        result
+    }
+}
+
+/// The node and session counts in a snapshot's footer, read from the end of
+/// its last chunk alone (so a listing need not read whole snapshots). None
+/// when the chunk does not end with a footer.
+pub fn footer_counts(last_chunk: &[u8]) -> Option<(u64, u64)> {
+    // The footer is a few dozen bytes; its checksum makes a false match
+    // among the candidate offsets practically impossible.
+    let n = last_chunk.len();
+    (n.saturating_sub(64)..n.saturating_sub(4)).find_map(|at| {
+        let len = u32::from_be_bytes(last_chunk[at..at + 4].try_into().ok()?) as usize;
+        if at + 4 + len != n {
+            return None;
+        }
+        match codec::decode_value::<Record>(&last_chunk[at + 4..]) {
+            Ok(Record::Footer { nodes, sessions }) => Some((nodes, sessions)),
+            _ => None,
+        }
+    })
+}
+
+/// One record of a snapshot as [`Walker`] shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Visit {
+    /// The first record: the zxid the snapshot reflects.
+    Header {
+        /// Its zxid.
+        zxid: Zxid,
+    },
+    /// A live session.
+    Session {
+        /// The session.
+        id: SessionId,
+        /// Its negotiated timeout.
+        timeout_ms: i32,
+    },
+    /// A node.
+    Node {
+        /// Its path.
+        path: String,
+        /// Its data.
+        data: Bytes,
+        /// Its ACL.
+        acl: Arc<[Acl]>,
+        /// Its Stat as stored (child counts are derived on load).
+        stat: StatPersisted,
+    },
+    /// The last record: the counts.
+    Footer {
+        /// Nodes in the snapshot.
+        nodes: u64,
+        /// Sessions in the snapshot.
+        sessions: u64,
+    },
+}
+
+/// Decodes a snapshot record by record without building a tree, for
+/// looking inside one (`zkctl admin snapshot inspect`): memory stays one
+/// chunk and the ACL lists, whatever the snapshot's size.
+#[derive(Default)]
+pub struct Walker {
+    frames: Frames,
+    acls: HashMap<u32, Arc<[Acl]>>,
+    records: u64,
+    done: bool,
+}
+
+impl Walker {
+    /// A walker expecting a header first.
+    pub fn new() -> Walker {
+        Walker::default()
+    }
+
+    /// Consumes the next chunk, showing each complete record to `visit`.
+    pub fn feed(&mut self, chunk: &[u8], visit: &mut dyn FnMut(Visit)) -> Result<(), SnapshotError> {
+        let Walker { frames, acls, records, done } = self;
+        frames.feed(chunk, |bytes| {
+            let index = *records;
+            let record: Record =
+                codec::decode_value(bytes).map_err(|source| SnapshotError::Corrupt { index, source })?;
+            let inconsistent = |reason: String| SnapshotError::Inconsistent { index, reason };
+            if *done {
+                return Err(inconsistent("data after the footer".into()));
+            }
+            if index == 0 && !matches!(record, Record::Header { .. }) {
+                return Err(inconsistent("the first record is not a header".into()));
+            }
+            match record {
+                Record::Header { format, zxid } => {
+                    if index != 0 {
+                        return Err(inconsistent("second header".into()));
+                    }
+                    if format != FORMAT {
+                        return Err(inconsistent(format!("unknown snapshot format {format}")));
+                    }
+                    visit(Visit::Header { zxid });
+                }
+                Record::Session { id, timeout_ms, .. } => visit(Visit::Session { id, timeout_ms }),
+                Record::Acl { id, acl } => {
+                    acls.insert(id, Arc::from(acl));
+                }
+                Record::Node { path, data, acl, stat } => {
+                    let Some(acl) = acls.get(&acl).cloned() else {
+                        return Err(inconsistent(format!("node {path} uses undefined ACL list {acl}")));
+                    };
+                    visit(Visit::Node { path, data, acl, stat });
+                }
+                Record::Footer { nodes, sessions } => {
+                    *done = true;
+                    visit(Visit::Footer { nodes, sessions });
+                }
+            }
+            *records += 1;
+            Ok(())
+        })
+    }
+
+    /// Checks that the stream ended with its footer.
+    pub fn finish(&self) -> Result<(), SnapshotError> {
+        if !self.done || !self.frames.pending.is_empty() {
+            return Err(SnapshotError::Truncated { records: self.records });
+        }
+        Ok(())
+    }
+}
+
 /// Rebuilds a tree from snapshot chunks fed in order.
 #[derive(Default)]
 pub struct Reader {
-    pending: Vec<u8>,
+    frames: Frames,
     state: Option<TreeState>,
     acls: HashMap<u32, SharedAcl>,
     records: u64,
@@ -238,19 +397,10 @@ impl Reader {
 
     /// Consumes the next chunk.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), SnapshotError> {
-        self.pending.extend_from_slice(chunk);
-        let mut at = 0;
-        while self.pending.len() - at >= 4 {
-            let len = u32::from_be_bytes(self.pending[at..at + 4].try_into().expect("4 bytes")) as usize;
-            if self.pending.len() - at - 4 < len {
-                break;
-            }
-            let record = self.pending[at + 4..at + 4 + len].to_vec();
-            at += 4 + len;
-            self.record(&record)?;
-        }
-        self.pending.drain(..at);
-        Ok(())
+        let mut frames = std::mem::take(&mut self.frames);
+        let result = frames.feed(chunk, |record| self.record(record));
+        self.frames = frames;
+        result
     }
 
     fn record(&mut self, bytes: &[u8]) -> Result<(), SnapshotError> {
@@ -311,7 +461,7 @@ impl Reader {
 
     /// The tree, once the footer has been read.
     pub fn finish(self) -> Result<TreeState, SnapshotError> {
-        if !self.done || !self.pending.is_empty() {
+        if !self.done || !self.frames.pending.is_empty() {
             return Err(SnapshotError::Truncated { records: self.records });
         }
         let state = self.state.ok_or(SnapshotError::Truncated { records: 0 })?;
@@ -435,6 +585,49 @@ mod tests {
         }
         let err = from_chunks([stream_of(&["/", "/a/b"]).as_slice()]).unwrap_err();
         assert!(matches!(&err, SnapshotError::Inconsistent { reason, .. } if reason.contains("no parent")), "{err}");
+    }
+
+    #[test]
+    fn the_footer_is_read_from_the_last_chunk_alone() {
+        let tree = sample_tree();
+        for size in [64, 1 << 20] {
+            let (chunks, info) = to_chunks(tree.state(), size);
+            let last = chunks.last().expect("chunks");
+            assert_eq!(footer_counts(last), Some((info.nodes, info.sessions)), "chunks of {size}");
+            assert_eq!(footer_counts(&last[..last.len() - 1]), None);
+        }
+        assert_eq!(footer_counts(b""), None);
+    }
+
+    #[test]
+    fn a_walker_shows_every_record_and_checks_the_end() {
+        let tree = sample_tree();
+        let (chunks, _) = to_chunks(tree.state(), 100);
+        let mut walker = Walker::new();
+        let mut seen = Vec::new();
+        for chunk in &chunks {
+            walker.feed(chunk, &mut |v| seen.push(v)).expect("walks");
+        }
+        walker.finish().expect("complete");
+        assert_eq!(seen.first(), Some(&Visit::Header { zxid: tree.last_zxid() }));
+        let nodes = tree.state().node_count() as u64;
+        assert_eq!(seen.last(), Some(&Visit::Footer { nodes, sessions: 1 }));
+        let paths: Vec<&str> = seen
+            .iter()
+            .filter_map(|v| match v {
+                Visit::Node { path, .. } => Some(path.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(paths.len(), tree.state().node_count());
+        let n7 = seen.iter().find_map(|v| match v {
+            Visit::Node { path, data, stat, .. } if path == "/n7" => Some((data.len(), stat.czxid)),
+            _ => None,
+        });
+        assert_eq!(n7, Some((7, Zxid::new(1, 9).0 as i64)));
+        let mut cut = Walker::new();
+        cut.feed(&chunks[0], &mut |_| {}).expect("first chunk");
+        assert!(matches!(cut.finish(), Err(SnapshotError::Truncated { .. })));
     }
 
     #[test]

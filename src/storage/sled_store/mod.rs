@@ -22,7 +22,7 @@
 //! a dropped handle releases its file lock only shortly after the drop.
 
 use super::recovery::{self, Source};
-use super::{PurgeReport, Recovered, SnapshotMeta, Storage, StorageError};
+use super::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot::Reader;
 use crate::tree::TreeState;
@@ -338,7 +338,14 @@ impl Source for SledStorage {
 
     fn log_after(&self, zxid: Zxid) -> Result<Vec<Entry>, StorageError> {
         match zxid.0.checked_add(1) {
-            Some(next) => self.entries_from(Zxid(next), usize::MAX),
+            Some(next) => {
+                let mut out = Vec::new();
+                self.scan_runs(Scan::From(Zxid(next)), &mut |entry| {
+                    out.push(entry);
+                    true
+                })?;
+                Ok(out)
+            }
             None => Ok(Vec::new()),
         }
     }
@@ -426,8 +433,13 @@ impl Storage for SledStorage {
         Ok(PurgeReport { snapshots_removed: old.len(), entries_removed })
     }
 
-    fn read_log(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
-        guarded("reading the log", || self.entries_from(from, limit))
+    fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
+        guarded("reading the log", || self.scan_runs(scan, visit))
+    }
+
+    fn snapshot_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError> {
+        let chunk = self.chunks.get(chunk_key(zxid, index)).map_err(io("reading a snapshot chunk"))?;
+        Ok(chunk.map(|c| Bytes::copy_from_slice(&c)))
     }
 
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
@@ -438,7 +450,13 @@ impl Storage for SledStorage {
         Ok(self
             .markers()?
             .into_iter()
-            .map(|(zxid, marker)| SnapshotMeta { zxid, bytes: marker.bytes, chunks: marker.chunks })
+            .map(|(zxid, marker)| SnapshotMeta {
+                zxid,
+                bytes: marker.bytes,
+                chunks: marker.chunks,
+                nodes: marker.nodes,
+                created_ms: marker.created_ms,
+            })
             .collect())
     }
 }

@@ -12,7 +12,7 @@
 
 use super::{hex, io, log_key, ordered, zxid_of, SledStorage, LOG_TREE};
 use crate::ids::Zxid;
-use crate::storage::StorageError;
+use crate::storage::{Scan, StorageError};
 use crate::txn::{codec, Entry, Txn};
 use sled::Batch;
 
@@ -98,23 +98,36 @@ impl SledStorage {
         }
     }
 
-    /// Entries with zxid ≥ `from`, in order, at most `limit`.
-    pub(super) fn entries_from(&self, from: Zxid, limit: usize) -> Result<Vec<Entry>, StorageError> {
-        let mut out = Vec::new();
-        // The run holding `from` starts at or before it.
-        let start = match self.log.range(..=log_key(from)).next_back() {
-            Some(item) => item.map_err(io("reading the log"))?.0,
-            None => log_key(from).as_ref().into(),
-        };
-        for item in ordered(LOG_TREE, "reading the log", self.log.range(start..)) {
-            if out.len() >= limit {
-                break;
+    /// Shows entries to `visit` in the direction of `scan` until it says stop.
+    pub(super) fn scan_runs(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
+        match scan {
+            Scan::From(from) => {
+                // The run holding `from` starts at or before it.
+                let start = match self.log.range(..=log_key(from)).next_back() {
+                    Some(item) => item.map_err(io("reading the log"))?.0,
+                    None => log_key(from).as_ref().into(),
+                };
+                for item in ordered(LOG_TREE, "reading the log", self.log.range(start..)) {
+                    let (key, value) = item?;
+                    for entry in decode(&key, &value)?.into_iter().filter(|e| e.zxid >= from) {
+                        if !visit(entry) {
+                            return Ok(());
+                        }
+                    }
+                }
             }
-            let (key, value) = item?;
-            let left = limit - out.len();
-            out.extend(decode(&key, &value)?.into_iter().filter(|e| e.zxid >= from).take(left));
+            Scan::Back(to) => {
+                for item in self.log.range(..=log_key(to)).rev() {
+                    let (key, value) = item.map_err(io("reading the log"))?;
+                    for entry in decode(&key, &value)?.into_iter().rev().filter(|e| e.zxid <= to) {
+                        if !visit(entry) {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Appends one run.

@@ -2,12 +2,52 @@
 //! that makes them count, and unfinished ones removed at open.
 
 use super::*;
+use crate::tree::snapshot;
 
 /// The completion marker of a stored snapshot.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(super) struct Marker {
     pub(super) chunks: u32,
     pub(super) bytes: u64,
+    /// Nodes in it, from its footer (0 in markers of the first format).
+    pub(super) nodes: u64,
+    /// When it was written, ms since the Unix epoch (0 in the first format).
+    pub(super) created_ms: i64,
+}
+
+/// The marker as the store's first format wrote it.
+#[derive(Deserialize)]
+struct MarkerV1 {
+    chunks: u32,
+    bytes: u64,
+}
+
+impl Marker {
+    fn new(meta: &SnapshotMeta) -> Marker {
+        Marker { chunks: meta.chunks, bytes: meta.bytes, nodes: meta.nodes, created_ms: meta.created_ms }
+    }
+
+    /// Reads a marker of either format.
+    fn decode(zxid: Zxid, value: &[u8]) -> Result<Marker, StorageError> {
+        // A first-format value is too short for the new fields, so it never
+        // decodes as the new format.
+        codec::decode_value::<Marker>(value)
+            .or_else(|_| {
+                codec::decode_value::<MarkerV1>(value).map(|m| Marker {
+                    chunks: m.chunks,
+                    bytes: m.bytes,
+                    nodes: 0,
+                    created_ms: 0,
+                })
+            })
+            .map_err(|e| StorageError::IncompleteSnapshot { zxid, reason: format!("its marker is corrupt: {e}") })
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The key of one snapshot chunk.
@@ -80,9 +120,7 @@ impl SledStorage {
         let Some(value) = self.index.get(log_key(zxid)).map_err(io("reading the snapshot index"))? else {
             return Ok(None);
         };
-        codec::decode_value(&value)
-            .map(Some)
-            .map_err(|e| StorageError::IncompleteSnapshot { zxid, reason: format!("its marker is corrupt: {e}") })
+        Marker::decode(zxid, &value).map(Some)
     }
 
     pub(super) fn markers(&self) -> Result<Vec<(Zxid, Marker)>, StorageError> {
@@ -90,10 +128,7 @@ impl SledStorage {
         for item in ordered(INDEX_TREE, "reading the snapshot index", self.index.iter()) {
             let (key, value) = item?;
             let zxid = zxid_of(INDEX_TREE, &key)?;
-            let marker = codec::decode_value(&value).map_err(|e| StorageError::IncompleteSnapshot {
-                zxid,
-                reason: format!("its marker is corrupt: {e}"),
-            })?;
+            let marker = Marker::decode(zxid, &value)?;
             out.push((zxid, marker));
         }
         Ok(out)
@@ -132,22 +167,25 @@ impl SledStorage {
         for key in self.chunk_keys(zxid)? {
             self.chunks.remove(key).map_err(io("writing a snapshot"))?;
         }
-        let (mut count, mut bytes) = (0u32, 0u64);
+        let (mut count, mut bytes, mut last) = (0u32, 0u64, None);
         for chunk in chunks {
             self.chunks.insert(chunk_key(zxid, count), chunk.as_ref()).map_err(io("writing a snapshot"))?;
             count = count
                 .checked_add(1)
                 .ok_or_else(|| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
             bytes += chunk.len() as u64;
+            last = Some(chunk);
         }
-        if count == 0 {
+        let Some(last) = last else {
             return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
-        }
+        };
+        let nodes = snapshot::footer_counts(&last).map_or(0, |(nodes, _)| nodes);
+        let meta = SnapshotMeta { zxid, bytes, chunks: count, nodes, created_ms: now_ms() };
         // Written last: sled recovers a prefix, so a durable marker implies
         // durable chunks.
-        let sealed = codec::encode_value(&Marker { chunks: count, bytes });
+        let sealed = codec::encode_value(&Marker::new(&meta));
         self.index.insert(log_key(zxid), sealed).map_err(io("writing a snapshot marker"))?;
-        Ok(SnapshotMeta { zxid, bytes, chunks: count })
+        Ok(meta)
     }
 
     /// Replaces the snapshot at `zxid` (and with `install`, the log and any
@@ -158,8 +196,8 @@ impl SledStorage {
         if count == 0 {
             return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
         }
-        let bytes = chunks.iter().map(|c| c.len() as u64).sum();
-        let sealed = codec::encode_value(&Marker { chunks: count, bytes });
+        let meta = SnapshotMeta::of(zxid, chunks, now_ms());
+        let sealed = codec::encode_value(&Marker::new(&meta));
         // Leftovers at this zxid beyond the new count must not survive.
         let stale: Vec<IVec> = self
             .chunk_keys(zxid)?
@@ -198,6 +236,28 @@ impl SledStorage {
                 Ok(())
             })
             .map_err(tx_err("installing a snapshot"))?;
-        Ok(SnapshotMeta { zxid, bytes, chunks: count })
+        Ok(meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct FirstFormat {
+        chunks: u32,
+        bytes: u64,
+    }
+
+    #[test]
+    fn markers_of_both_formats_decode() {
+        let old = codec::encode_value(&FirstFormat { chunks: 3, bytes: 700 });
+        let read = Marker::decode(Zxid(9), &old).expect("first format");
+        assert_eq!((read.chunks, read.bytes, read.nodes, read.created_ms), (3, 700, 0, 0));
+        let meta = SnapshotMeta { zxid: Zxid(9), bytes: 700, chunks: 3, nodes: 42, created_ms: 1_700_000_000_000 };
+        let read = Marker::decode(Zxid(9), &codec::encode_value(&Marker::new(&meta))).expect("new format");
+        assert_eq!((read.chunks, read.bytes, read.nodes, read.created_ms), (3, 700, 42, 1_700_000_000_000));
+        assert!(Marker::decode(Zxid(9), b"garbage").is_err());
     }
 }
