@@ -22,38 +22,15 @@ mod support;
 use futures::future::join_all;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{eventually, runtime, within_for};
+use support::{connect, eventually, options, runtime, serial, within_for};
 use support::{Ensemble, Settings};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{Client, ClientError, ClientOptions};
+use zabkeeper::client::{Client, ClientError};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::recipes::{Election, Lock, RecipeError};
 use zabkeeper::tree::stat::CreateMode;
-
-/// One ensemble at a time: these tests share two cores with each other (and
-/// with builds), and the ensembles' timeouts are counted in 50 ms ticks.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    // A test that failed while holding the lock leaves nothing behind that
-    // the next one depends on: its ensemble was dropped with it.
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Generous limits: the session outlives any failover these tests cause, and
-/// a request never waits longer than the request timeout.
-fn options() -> ClientOptions {
-    ClientOptions::default()
-        .with_session_timeout(Duration::from_secs(20))
-        .with_connect_timeout(Duration::from_secs(10))
-        .with_request_timeout(Duration::from_secs(10))
-}
-
-async fn connect(address: &str) -> Client {
-    Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
-}
 
 /// Runs blocking harness calls (kill, spawn, wait_serving) off the async threads.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {

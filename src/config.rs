@@ -55,6 +55,11 @@ struct FileConfig {
     max_data_bytes: Option<usize>,
     data_dir: Option<String>,
     four_letter_words: Option<Vec<String>>,
+    admin_token: Option<String>,
+    admin_token_file: Option<String>,
+    admin_allow_remote: Option<bool>,
+    log_format: Option<String>,
+    log_level: Option<String>,
     #[serde(default)]
     server: Vec<FileMember>,
 }
@@ -67,6 +72,7 @@ struct FileMember {
     grpc_addr: String,
     client_addr: Option<String>,
     admin_addr: Option<String>,
+    metrics_addr: Option<String>,
     data_dir: Option<String>,
 }
 
@@ -83,6 +89,8 @@ pub struct Member {
     pub client_addr: Option<SocketAddr>,
     /// The admin gRPC API, if served.
     pub admin_addr: Option<SocketAddr>,
+    /// Prometheus metrics over HTTP (`/metrics`), if served.
+    pub metrics_addr: Option<SocketAddr>,
     /// Where its log and snapshots live.
     pub data_dir: PathBuf,
 }
@@ -112,6 +120,34 @@ pub struct ServerConfig {
     pub max_data_bytes: usize,
     /// Four-letter words answered on the client port.
     pub four_letter_words: Vec<String>,
+    /// A token every admin call must present (`authorization: Bearer …`).
+    pub admin_token: Option<String>,
+    /// How the server logs.
+    pub log_format: LogFormat,
+    /// The log filter (tracing's EnvFilter syntax), if the file sets one.
+    pub log_level: Option<String>,
+}
+
+/// How the server writes its log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, spans included.
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("{other:?} is not a log format (text or json)")),
+        }
+    }
 }
 
 /// Every four-letter word the server knows.
@@ -183,6 +219,34 @@ impl ServerConfig {
                 ));
             }
         }
+        let admin_token = match (file.admin_token, &file.admin_token_file) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("admin_token_file", "set admin_token or admin_token_file, not both"))
+            }
+            (Some(token), None) => Some(token),
+            (None, Some(path)) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| invalid("admin_token_file", format!("cannot read {path}: {e}")))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        if let Some(token) = &admin_token {
+            let key = if file.admin_token_file.is_some() { "admin_token_file" } else { "admin_token" };
+            if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(invalid(key, "the token must be non-empty printable ASCII without spaces"));
+            }
+        }
+        let admin_allow_remote = file.admin_allow_remote.unwrap_or(false);
+        let log_format = match &file.log_format {
+            Some(f) => f.parse().map_err(|e| invalid("log_format", e))?,
+            None => LogFormat::Text,
+        };
+        if let Some(level) = &file.log_level {
+            tracing_subscriber::EnvFilter::try_new(level)
+                .map_err(|e| invalid("log_level", format!("{level:?} is not a log filter: {e}")))?;
+        }
         if file.server.is_empty() {
             return Err(invalid("server", "at least one [[server]] entry is required"));
         }
@@ -205,8 +269,20 @@ impl ServerConfig {
                 grpc_addr: parse_addr(&key("grpc_addr"), &m.grpc_addr)?,
                 client_addr: m.client_addr.as_deref().map(|a| parse_addr(&key("client_addr"), a)).transpose()?,
                 admin_addr: m.admin_addr.as_deref().map(|a| parse_addr(&key("admin_addr"), a)).transpose()?,
+                metrics_addr: m.metrics_addr.as_deref().map(|a| parse_addr(&key("metrics_addr"), a)).transpose()?,
                 data_dir: PathBuf::from(data_dir),
             });
+            if let Some(addr) = members.last().and_then(|m| m.admin_addr) {
+                if !addr.ip().is_loopback() && !admin_allow_remote {
+                    return Err(invalid(
+                        key("admin_addr"),
+                        format!(
+                            "{addr} is not a loopback address: the admin API can take snapshots and purge, so it \
+                             stays on loopback unless `admin_allow_remote = true` (set `admin_token` too)"
+                        ),
+                    ));
+                }
+            }
         }
         members.sort_by_key(|m| m.id);
         for pair in members.windows(2) {
@@ -216,7 +292,10 @@ impl ServerConfig {
         }
         let mut addrs: Vec<(SocketAddr, ServerId)> = Vec::new();
         for m in &members {
-            for addr in [Some(m.peer_addr), Some(m.grpc_addr), m.client_addr, m.admin_addr].into_iter().flatten() {
+            for addr in [Some(m.peer_addr), Some(m.grpc_addr), m.client_addr, m.admin_addr, m.metrics_addr]
+                .into_iter()
+                .flatten()
+            {
                 if let Some((_, other)) = addrs.iter().find(|(a, _)| *a == addr && addr.port() != 0) {
                     return Err(invalid(
                         format!("server[id={}]", m.id),
@@ -252,6 +331,9 @@ impl ServerConfig {
             snapshots_retained,
             max_data_bytes,
             four_letter_words,
+            admin_token,
+            log_format,
+            log_level: file.log_level,
         })
     }
 
@@ -321,6 +403,26 @@ grpc_addr = "127.0.0.1:3183"
         assert!(err(&minmax, Some(1)).contains("max_session_timeout_ms"));
         let words = THREE.replace("tick_ms = 50", "four_letter_words = [\"kill\"]");
         assert!(err(&words, Some(1)).contains("four_letter_words[0]"));
+    }
+
+    #[test]
+    fn the_admin_port_stays_on_loopback_and_takes_a_token() {
+        let remote = THREE.replace("client_addr = \"127.0.0.1:2181\"", "admin_addr = \"0.0.0.0:4181\"");
+        assert!(err(&remote, Some(1)).contains("server[0].admin_addr"));
+        let allowed = format!("admin_allow_remote = true\nadmin_token = \"s3cret\"\n{remote}");
+        let c = ServerConfig::parse(&allowed, Some(1)).unwrap();
+        assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
+        assert!(err(&format!("admin_token = \"two words\"\n{THREE}"), Some(1)).contains("`admin_token`"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "from-a-file\n").unwrap();
+        let text = format!("admin_token_file = {:?}\n{THREE}", file.display().to_string());
+        assert_eq!(ServerConfig::parse(&text, Some(1)).unwrap().admin_token.as_deref(), Some("from-a-file"));
+        let missing = format!("admin_token_file = \"/nonexistent/token\"\n{THREE}");
+        assert!(err(&missing, Some(1)).contains("`admin_token_file`"));
+        assert!(err(&format!("log_format = \"xml\"\n{THREE}"), Some(1)).contains("`log_format`"));
+        let json = ServerConfig::parse(&format!("log_format = \"json\"\n{THREE}"), Some(1)).unwrap();
+        assert_eq!(json.log_format, LogFormat::Json);
     }
 
     #[test]

@@ -6,9 +6,9 @@
 
 use crate::config::ServerConfig;
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::replica::{ClientMessage, ConnId, Counters, Input};
+use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
 use crate::storage::Storage;
-use crate::zab::Status;
+use crate::zab::{FollowerProgress, Status};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,13 +79,19 @@ pub struct StatusReport {
     pub counters: Counters,
     /// Ephemeral nodes.
     pub ephemerals: usize,
+    /// On the leader, each follower's progress.
+    pub followers: Vec<FollowerProgress>,
+    /// Why the last snapshot failed, until one succeeds.
+    pub last_snapshot_error: Option<String>,
 }
 
 /// Per-connection and per-session details.
 #[derive(Clone, Debug, Default)]
 pub struct Details {
-    /// (connection, session, queued requests).
-    pub connections: Vec<(ConnId, Option<crate::ids::SessionId>, usize)>,
+    /// Every client connection here.
+    pub connections: Vec<ConnSummary>,
+    /// Every live session and its timeout (ensemble-wide: from the tree).
+    pub sessions: Vec<(crate::ids::SessionId, i32)>,
     /// Watched paths per session.
     pub watches: Vec<(crate::ids::SessionId, Vec<String>)>,
     /// Ephemerals per session.
@@ -182,12 +188,33 @@ pub struct Handle {
     pub storage: Arc<dyn Storage>,
     /// Request counters and latencies.
     pub stats: Arc<ServerStats>,
+    /// The highest zxid applied to the tree, published after every turn of
+    /// the owner (for the admin API's live log stream).
+    pub applied: watch::Receiver<Zxid>,
+    /// When the server started.
+    pub started: std::time::Instant,
+    /// Prometheus metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Handle {
     /// A handle on the inbox `events` of a replica run with `config` on `storage`.
-    pub fn new(events: mpsc::Sender<Event>, config: Arc<ServerConfig>, storage: Arc<dyn Storage>) -> Handle {
-        Handle { events, next_conn: Arc::new(AtomicU64::new(1)), config, storage, stats: Arc::default() }
+    pub fn new(
+        events: mpsc::Sender<Event>,
+        config: Arc<ServerConfig>,
+        storage: Arc<dyn Storage>,
+        applied: watch::Receiver<Zxid>,
+    ) -> Handle {
+        Handle {
+            events,
+            next_conn: Arc::new(AtomicU64::new(1)),
+            config,
+            storage,
+            stats: Arc::default(),
+            applied,
+            started: std::time::Instant::now(),
+            metrics: Arc::default(),
+        }
     }
 
     /// Hands an input to the replica, waiting while the inbox is full; false

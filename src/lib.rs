@@ -46,12 +46,14 @@
 //!    [`frontend::Outbox`] hands to the connection's writer, encoded with the shape it carried.
 
 pub mod acl;
+pub mod admin;
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod frontend;
 pub mod handle;
 pub mod ids;
+pub mod metrics;
 pub mod op;
 pub mod recipes;
 pub mod replica;

@@ -158,6 +158,34 @@ pub enum Op {
 }
 
 impl Op {
+    /// ZooKeeper's name of the operation (as its metrics and logs spell it).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Create { .. } => "create",
+            Op::Delete { .. } => "delete",
+            Op::Exists { .. } => "exists",
+            Op::GetData { .. } => "getData",
+            Op::SetData { .. } => "setData",
+            Op::GetAcl { .. } => "getACL",
+            Op::SetAcl { .. } => "setACL",
+            Op::GetChildren { .. } => "getChildren",
+            Op::GetAllChildrenNumber { .. } => "getAllChildrenNumber",
+            Op::GetEphemerals { .. } => "getEphemerals",
+            Op::Check { .. } => "check",
+            Op::Multi(_) => "multi",
+            Op::MultiRead(_) => "multiRead",
+            Op::Sync { .. } => "sync",
+            Op::AddWatch { .. } => "addWatch",
+            Op::RemoveWatches { .. } => "removeWatches",
+            Op::CheckWatches { .. } => "checkWatches",
+            Op::SetWatches { .. } => "setWatches",
+            Op::Auth { .. } => "auth",
+            Op::WhoAmI => "whoAmI",
+            Op::Ping => "ping",
+            Op::CloseSession => "closeSession",
+        }
+    }
+
     /// Whether the op changes replicated state and so goes through the leader.
     pub fn is_write(&self) -> bool {
         matches!(

@@ -34,6 +34,8 @@ pub struct Ports {
     pub client: SocketAddr,
     /// Admin API.
     pub admin: SocketAddr,
+    /// Prometheus metrics.
+    pub metrics: SocketAddr,
 }
 
 fn loopback(port: u16) -> SocketAddr {
@@ -72,6 +74,8 @@ pub struct Ensemble {
     pub config: PathBuf,
     /// The members, by position (id = index + 1).
     pub members: Vec<Member>,
+    /// The admin token, when the config sets one.
+    pub admin_token: Option<String>,
 }
 
 /// Settings the tests may change.
@@ -83,11 +87,13 @@ pub struct Settings {
     pub snapshot_every: u64,
     /// Extra top-level TOML lines.
     pub extra: String,
+    /// A token the admin API demands.
+    pub admin_token: Option<String>,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { size: 3, snapshot_every: 10_000, extra: String::new() }
+        Settings { size: 3, snapshot_every: 10_000, extra: String::new(), admin_token: None }
     }
 }
 
@@ -104,6 +110,9 @@ impl Ensemble {
             "tick_ms = 50\ninit_limit_ticks = 40\nsync_limit_ticks = 20\nmin_session_timeout_ms = 1000\nmax_session_timeout_ms = 60000\nsnapshot_every = {}\nsnapshots_retained = 2\nfour_letter_words = [\"*\"]\n{}\n",
             settings.snapshot_every, settings.extra
         );
+        if let Some(token) = &settings.admin_token {
+            toml.push_str(&format!("admin_token = \"{token}\"\n"));
+        }
         let mut members = Vec::new();
         for i in 0..settings.size {
             let id = i as u64 + 1;
@@ -112,21 +121,23 @@ impl Ensemble {
                 grpc: loopback(free_port()),
                 client: loopback(free_port()),
                 admin: loopback(free_port()),
+                metrics: loopback(free_port()),
             };
             let data = dir.path().join(format!("zk{id}"));
             toml.push_str(&format!(
-                "\n[[server]]\nid = {id}\npeer_addr = \"{}\"\ngrpc_addr = \"{}\"\nclient_addr = \"{}\"\nadmin_addr = \"{}\"\ndata_dir = \"{}\"\n",
+                "\n[[server]]\nid = {id}\npeer_addr = \"{}\"\ngrpc_addr = \"{}\"\nclient_addr = \"{}\"\nadmin_addr = \"{}\"\nmetrics_addr = \"{}\"\ndata_dir = \"{}\"\n",
                 ports.peer,
                 ports.grpc,
                 ports.client,
                 ports.admin,
+                ports.metrics,
                 data.display()
             ));
             members.push(Member { id, ports, child: None });
         }
         let config = dir.path().join("ensemble.toml");
         std::fs::write(&config, toml).expect("write config");
-        let mut ensemble = Ensemble { dir, config, members };
+        let mut ensemble = Ensemble { dir, config, members, admin_token: settings.admin_token };
         for id in 1..=settings.size as u64 {
             ensemble.spawn(id);
         }
@@ -232,7 +243,11 @@ impl Ensemble {
             .await
             .ok()?
             .ok()?;
-        let reply = tokio::time::timeout(Duration::from_secs(2), client.status(StatusRequest {})).await.ok()?.ok()?;
+        let mut request = tonic::Request::new(StatusRequest {});
+        if let Some(token) = &self.admin_token {
+            request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().ok()?);
+        }
+        let reply = tokio::time::timeout(Duration::from_secs(2), client.status(request)).await.ok()?.ok()?;
         Some(reply.into_inner())
     }
 
@@ -299,6 +314,11 @@ impl Ensemble {
         out
     }
 
+    /// The admin address of member `id`.
+    pub fn admin(&self, id: u64) -> String {
+        self.members[id as usize - 1].ports.admin.to_string()
+    }
+
     /// The config path.
     pub fn config_path(&self) -> &Path {
         &self.config
@@ -334,6 +354,29 @@ impl Ensemble {
         }
         eprintln!("logs of the failed ensemble kept in {}", keep.display());
     }
+}
+
+/// One ensemble at a time per test binary: the tests share two cores with
+/// each other (and with builds), and the ensembles' timeouts are counted in
+/// 50 ms ticks. A test that failed while holding the lock leaves nothing
+/// behind that the next one depends on: its ensemble was dropped with it.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Generous limits: the session outlives any failover a test causes, and a
+/// request never waits longer than the request timeout.
+pub fn options() -> zabkeeper::client::ClientOptions {
+    zabkeeper::client::ClientOptions::default()
+        .with_session_timeout(Duration::from_secs(20))
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_request_timeout(Duration::from_secs(10))
+}
+
+/// A session with [`options`], or a panic naming the address.
+pub async fn connect(address: &str) -> zabkeeper::client::Client {
+    zabkeeper::client::Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
 }
 
 /// A two-thread runtime for a test's async part.

@@ -4,7 +4,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use zabkeeper::config::ServerConfig;
+use zabkeeper::config::{LogFormat, ServerConfig};
 use zabkeeper::server::serve::serve;
 use zabkeeper::storage::sled_store::SledStorage;
 
@@ -29,8 +29,24 @@ struct Args {
     #[arg(long)]
     print_connect_strings: bool,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `zabkeeper=debug`.
-    #[arg(long, env = "ZABKEEPER_LOG", default_value = "info")]
-    log: String,
+    /// Without it: RUST_LOG, then the config's `log_level`, then `info`.
+    #[arg(long, env = "ZABKEEPER_LOG")]
+    log: Option<String>,
+    /// Log line format (default: the config's `log_format`, else text).
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+}
+
+/// Starts logging to stderr: stdout carries only the "ready" line (and the
+/// connect strings), which scripts and the test harness read.
+fn init_logs(filter: &str, format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
+    }
 }
 
 async fn shutdown_signal() {
@@ -58,12 +74,6 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // Logs go to stderr: stdout carries only the "ready" line (and the
-    // connect strings), which scripts and the test harness read.
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr).init();
-
     let config = match ServerConfig::load(&args.config, args.id) {
         Ok(c) => c,
         Err(e) => {
@@ -71,6 +81,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let filter = args
+        .log
+        .clone()
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .or_else(|| config.log_level.clone())
+        .unwrap_or_else(|| "info".into());
+    init_logs(&filter, args.log_format.unwrap_or(config.log_format));
     if args.print_connect_strings {
         let join = |addrs: Vec<String>| addrs.join(",");
         println!("grpc: {}", join(config.members.iter().map(|m| m.grpc_addr.to_string()).collect()));
@@ -104,6 +121,9 @@ async fn main() -> ExitCode {
         }
         if let Some(c) = bound.client {
             line.push_str(&format!(" zookeeper {c}"));
+        }
+        if let Some(m) = bound.metrics {
+            line.push_str(&format!(" metrics {m}"));
         }
         tracing::info!("{line}");
         println!("{line}");

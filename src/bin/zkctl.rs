@@ -10,6 +10,8 @@
 // A binary's root looks for modules beside it, so name the directory.
 #[path = "zkctl/admin.rs"]
 mod admin;
+#[path = "zkctl/admin_show.rs"]
+mod admin_show;
 #[path = "zkctl/commands.rs"]
 mod commands;
 #[path = "zkctl/output.rs"]
@@ -61,13 +63,16 @@ struct Cli {
     /// Credentials added to the session before the subcommand: SCHEME:CREDENTIALS, e.g. digest:user:password.
     #[arg(long = "auth", global = true, value_name = "SCHEME:CREDENTIALS")]
     auth: Vec<String>,
+    #[command(flatten)]
+    admin_options: admin::AdminOptions,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Ask one replica's admin API (`--admin host:port`): status, log, snapshots.
+    /// Ask a replica's admin API (`--admin host:port`), or read a stopped member's data directory:
+    /// status, members, log, snapshots, sessions, watches.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
     /// Create a node and print its path (sequential nodes get a suffix).
@@ -249,7 +254,7 @@ async fn run(cli: Cli) -> Exit {
     let out = Printer { json: cli.json };
     let timeout = Duration::from_millis(cli.timeout_ms);
     if let Command::Admin(command) = cli.command {
-        return admin::run(&cli.admin, timeout, command, &out).await;
+        return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
     }
     let mut options = ClientOptions::default()
         .with_session_timeout(Duration::from_millis(cli.session_timeout_ms))

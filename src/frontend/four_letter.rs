@@ -22,16 +22,16 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
         return "This ZooKeeper instance is not currently serving requests\n".into();
     };
     let details = handle.details().await.unwrap_or_default();
-    let outstanding: usize = details.connections.iter().map(|(_, _, queued)| queued).sum();
+    let outstanding: usize = details.connections.iter().map(|c| c.queued).sum();
     match word {
         FourLetterWord::Ruok => "imok".into(),
         FourLetterWord::Isro => "rw".into(),
         FourLetterWord::Srvr => serving_or(&report, || srvr(handle, &report, outstanding)),
         FourLetterWord::Stat => serving_or(&report, || {
             let mut out = String::from("Clients:\n");
-            for (conn, session, queued) in &details.connections {
-                let sid = session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
-                let _ = writeln!(out, " conn-{conn}[1](queued={queued},sid={sid})");
+            for c in &details.connections {
+                let sid = c.session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
+                let _ = writeln!(out, " conn-{}[1](queued={},sid={sid})", c.conn, c.queued);
             }
             out.push('\n');
             out + &srvr(handle, &report, outstanding)
@@ -40,9 +40,9 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
         FourLetterWord::Conf => conf(handle),
         FourLetterWord::Cons => {
             let mut out = String::new();
-            for (conn, session, queued) in &details.connections {
-                let sid = session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
-                let _ = writeln!(out, " conn-{conn}[1](queued={queued},sid={sid})");
+            for c in &details.connections {
+                let sid = c.session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
+                let _ = writeln!(out, " conn-{}[1](queued={},sid={sid})", c.conn, c.queued);
             }
             out.push('\n');
             out

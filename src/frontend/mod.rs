@@ -12,6 +12,7 @@ pub mod zookeeper;
 use crate::acl::Id;
 use crate::error::ZkError;
 use crate::handle::{Event, Handle, ServerStats};
+use crate::metrics::Metrics;
 use crate::op::Op;
 use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
 use bytes::Bytes;
@@ -36,6 +37,7 @@ pub struct Outbox {
     rx: mpsc::Receiver<ClientMessage>,
     in_flight: Arc<Semaphore>,
     stats: Arc<ServerStats>,
+    metrics: Arc<Metrics>,
 }
 
 impl Session {
@@ -50,7 +52,8 @@ impl Session {
             return None;
         }
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-        let outbox = Outbox { rx, in_flight: in_flight.clone(), stats: handle.stats.clone() };
+        let outbox =
+            Outbox { rx, in_flight: in_flight.clone(), stats: handle.stats.clone(), metrics: handle.metrics.clone() };
         Some((Session { conn, handle: handle.clone(), in_flight }, outbox))
     }
 
@@ -71,8 +74,9 @@ impl Session {
     }
 
     /// Hands a request to the replica (after [`reserve`](Self::reserve)); false once it has stopped.
-    pub async fn request(&self, xid: i32, echo: Echo, op: Op) -> bool {
+    pub async fn request(&self, xid: i32, mut echo: Echo, op: Op) -> bool {
         self.handle.stats.received();
+        echo.op = op.name();
         self.handle.input(Input::Request { conn: self.conn, xid, echo, op }).await
     }
 
@@ -106,10 +110,18 @@ impl Outbox {
     /// A reply frees its request's slot and records how long it took.
     fn account(&self, msg: &ClientMessage) {
         self.stats.sent();
-        if let ClientMessage::Reply { echo, .. } = msg {
+        if let ClientMessage::Reply { echo, reply, .. } = msg {
             self.in_flight.add_permits(1);
             if let Some(arrived) = echo.arrived {
-                self.stats.latency(arrived.elapsed());
+                let elapsed = arrived.elapsed();
+                self.stats.latency(elapsed);
+                if !echo.op.is_empty() {
+                    let result = match reply {
+                        Ok(_) => "ok",
+                        Err(e) => e.code.name(),
+                    };
+                    self.metrics.request(echo.op, result, elapsed);
+                }
             }
         }
     }

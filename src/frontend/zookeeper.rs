@@ -144,10 +144,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop
                     buf.advance(consumed);
                     let arrived = Some(Instant::now());
                     // No shape: the reply is header-only.
-                    let header_only = Echo { shape: None, arrived };
+                    let header_only = Echo { shape: None, arrived, op: "" };
                     let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
-                            let echo = Echo { shape: Some(r.shape), arrived };
+                            let echo = Echo { shape: Some(r.shape), arrived, op: "" };
                             session.request(r.xid, echo, r.op).await
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {

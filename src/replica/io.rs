@@ -27,6 +27,8 @@ pub struct Echo {
     /// When the request arrived, for latency statistics (the runtime's clock;
     /// the simulation leaves it empty).
     pub arrived: Option<Instant>,
+    /// The operation's name, for metrics (set when the request is handed in).
+    pub op: &'static str,
 }
 
 /// Something that happened to the replica. The server loop and the
@@ -60,6 +62,9 @@ pub enum Input {
         /// Its zxid.
         zxid: Zxid,
     },
+    /// Writing the snapshot requested by [`Output::TakeSnapshot`] failed;
+    /// the log still holds everything, and the next one is taken when due.
+    SnapshotFailed,
     /// A client wants a session.
     Connect {
         /// The new connection.

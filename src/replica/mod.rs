@@ -90,6 +90,19 @@ impl Config {
     }
 }
 
+/// One connection, for status reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnSummary {
+    /// The connection.
+    pub conn: ConnId,
+    /// Its session, once attached.
+    pub session: Option<SessionId>,
+    /// Requests queued, not yet answered.
+    pub queued: usize,
+    /// When it last sent anything (wall clock of the last tick, ms).
+    pub last_heard_ms: i64,
+}
+
 /// Counts for status reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -232,9 +245,10 @@ impl Replica {
                 let compact_to = self.snapshots.saved(zxid);
                 self.zab.compact(compact_to);
             }
+            Input::SnapshotFailed => self.snapshots.failed(),
             Input::Connect { conn, request, new_password, identities } => {
                 let until_tick = self.clock.ticks + self.config.catch_up_ticks;
-                self.conns.open(conn, request, until_tick, new_password, identities);
+                self.conns.open(conn, request, until_tick, new_password, identities, self.clock.now_ms);
                 self.try_connect(conn);
             }
             Input::Request { conn, xid, echo, op } => self.on_request(conn, xid, echo, op),
@@ -270,12 +284,20 @@ impl Replica {
         self.conns.len()
     }
 
-    /// Connections here, with their session (once attached) and queue depth.
-    pub fn connections(&self) -> Vec<(ConnId, Option<SessionId>, usize)> {
+    /// Connections here, with their session (once attached), queue depth
+    /// and when each was last heard from.
+    pub fn connections(&self) -> Vec<ConnSummary> {
         self.conns
             .ids()
             .into_iter()
-            .filter_map(|id| self.conns.get(id).map(|c| (id, c.session(), c.queue.len())))
+            .filter_map(|id| {
+                self.conns.get(id).map(|c| ConnSummary {
+                    conn: id,
+                    session: c.session(),
+                    queued: c.queue.len(),
+                    last_heard_ms: c.last_heard_ms,
+                })
+            })
             .collect()
     }
 

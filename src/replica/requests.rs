@@ -14,6 +14,7 @@ use crate::session::Start;
 impl Replica {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op) {
         let Some(c) = self.conns.get_mut(conn) else { return };
+        c.last_heard_ms = self.clock.now_ms;
         // Malformed writes fail here with a precise reason and no round trip;
         // the reply still waits its turn in the queue.
         let refused = match check::validate(&op, &c.identities, self.config.limits) {

@@ -75,6 +75,13 @@ impl Snapshots {
         std::mem::replace(&mut self.previous, zxid)
     }
 
+    /// Writing the snapshot failed: the next one may start (when due, or on
+    /// request) instead of waiting forever for this one.
+    pub fn failed(&mut self) {
+        self.in_flight = false;
+        self.waiting = None;
+    }
+
     /// The tree was replaced by a leader's snapshot at `zxid`: a held copy of
     /// the old tree is no longer worth writing.
     pub fn installed(&mut self, zxid: Zxid) {
@@ -104,6 +111,20 @@ mod tests {
         assert!(!s.start());
         assert_eq!(s.saved(Zxid(4)), Zxid::ZERO, "compact up to the previous snapshot");
         assert!(s.due(), "the count went on while the first was written");
+    }
+
+    #[test]
+    fn a_failed_snapshot_does_not_block_the_next() {
+        let mut s = Snapshots::new(2, Zxid::ZERO);
+        s.applied();
+        s.applied();
+        assert!(s.due());
+        s.failed();
+        assert!(s.start(), "one may be requested at once");
+        s.failed();
+        s.applied();
+        s.applied();
+        assert!(s.due(), "and one is taken when due again");
     }
 
     #[test]

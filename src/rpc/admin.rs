@@ -1,14 +1,27 @@
-//! The operator API (`proto/admin.proto`): a replica's role and position, and
-//! a view into its transaction log and snapshots.
+//! The operator API (`proto/admin.proto`): a replica's role and position, the
+//! ensemble as it sees it, its log (paged, filtered, followed live), its
+//! snapshots, sessions and watches. Storage is read on blocking threads, and
+//! every answer's memory is bounded: pages by a byte budget, streams through
+//! small channels that wait for the client (backpressure).
 
+use crate::admin::{convert, log};
 use crate::handle::{Event, Handle, Query};
-use crate::ids::Zxid;
+use crate::ids::{SessionId, Zxid};
 use crate::proto::admin as pb;
-use tokio::sync::oneshot;
+use crate::storage::{SnapshotMeta, Storage, StorageError};
+use crate::tree::snapshot::{Visit, Walker};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 /// Most log entries one ReadLog call returns.
-pub const MAX_LOG_ENTRIES: u32 = 10_000;
+pub const MAX_LOG_ENTRIES: u32 = log::MAX_ENTRIES as u32;
+/// Entries read from storage per step of a Follow stream.
+const FOLLOW_BATCH: usize = 256;
+/// How long Status waits to open a TCP connection to a member's peer port.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Serves the admin API.
 pub struct AdminService {
@@ -22,80 +35,256 @@ impl AdminService {
     }
 }
 
+/// Refuses every call without `authorization: Bearer <token>` when a token
+/// is configured (tonic runs it before each call).
+pub fn authenticate(token: Option<Arc<str>>) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |request: Request<()>| {
+        let Some(expected) = &token else { return Ok(request) };
+        let given = request.metadata().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let given = given.strip_prefix("Bearer ").unwrap_or("");
+        if equal_in_constant_time(given.as_bytes(), expected.as_bytes()) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("this admin API needs its token: authorization: Bearer <token>"))
+        }
+    }
+}
+
+/// Compares without returning early, so timing does not reveal how much of a
+/// guess was right.
+fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 fn unavailable() -> Status {
     Status::unavailable("the replica is shutting down")
 }
 
-fn storage_error(e: crate::storage::StorageError) -> Status {
+fn storage_error(e: StorageError) -> Status {
     Status::internal(format!("storage: {e}"))
 }
 
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Runs a storage read on a blocking thread.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(storage_error)
+}
+
+fn snapshot_info(s: &SnapshotMeta) -> pb::SnapshotInfo {
+    pb::SnapshotInfo {
+        zxid: s.zxid.0,
+        size_bytes: s.bytes,
+        node_count: s.nodes,
+        created_ms: s.created_ms,
+        chunks: s.chunks,
+    }
+}
+
+/// The stored snapshot at `zxid`, or the newest when `zxid` is 0.
+fn find_snapshot(storage: &dyn Storage, zxid: u64) -> Result<SnapshotMeta, Status> {
+    let all = storage.snapshots().map_err(storage_error)?;
+    let found = if zxid == 0 { all.last() } else { all.iter().find(|s| s.zxid.0 == zxid) };
+    found.copied().ok_or_else(|| match zxid {
+        0 => Status::not_found("this member holds no snapshot yet (take one: zkctl admin snapshot take)"),
+        z => {
+            Status::not_found(format!("no snapshot at zxid 0x{z:x} on this member (list them: zkctl admin snapshots)"))
+        }
+    })
+}
+
+fn filter_of(path_prefix: String, session: Option<i64>, kind: String) -> Result<log::Filter, Status> {
+    if !kind.is_empty() && !log::KINDS.contains(&kind.as_str()) {
+        return Err(Status::invalid_argument(format!(
+            "unknown transaction type {kind:?}; known: {}",
+            log::KINDS.join(", ")
+        )));
+    }
+    Ok(log::Filter {
+        path_prefix: (!path_prefix.is_empty()).then_some(path_prefix),
+        session: session.map(SessionId),
+        kind: (!kind.is_empty()).then_some(kind),
+    })
+}
+
+async fn reachable(addr: std::net::SocketAddr) -> bool {
+    matches!(tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await, Ok(Ok(_)))
+}
+
+type Sent<T> = Result<Response<ReceiverStream<Result<T, Status>>>, Status>;
+
 #[tonic::async_trait]
 impl pb::admin_server::Admin for AdminService {
+    type FollowStream = ReceiverStream<Result<pb::LogEntry, Status>>;
+    type SaveSnapshotStream = ReceiverStream<Result<pb::SnapshotChunk, Status>>;
+    type InspectSnapshotStream = ReceiverStream<Result<pb::SnapshotNode, Status>>;
+
     async fn status(&self, _: Request<pb::StatusRequest>) -> Result<Response<pb::StatusReply>, Status> {
         let r = self.handle.status_report().await.ok_or_else(unavailable)?;
-        let last_snapshot_zxid = self.handle.storage.snapshots().map_err(storage_error)?.last().map_or(0, |s| s.zxid.0);
+        let config = &self.handle.config;
+        let probes = config.members.iter().map(|m| async move {
+            let is_self = m.id == config.id;
+            let reachable = is_self || reachable(m.peer_addr).await;
+            pb::MemberInfo {
+                id: m.id,
+                peer_addr: m.peer_addr.to_string(),
+                grpc_addr: m.grpc_addr.to_string(),
+                client_addr: m.client_addr.map(|a| a.to_string()).unwrap_or_default(),
+                admin_addr: m.admin_addr.map(|a| a.to_string()).unwrap_or_default(),
+                reachable,
+                is_self,
+            }
+        });
+        let members = futures::future::join_all(probes).await;
+        let storage = self.handle.storage.clone();
+        let last_snapshot_zxid = blocking(move || storage.snapshots()).await?.last().map_or(0, |s| s.zxid.0);
         Ok(Response::new(pb::StatusReply {
             server_id: r.id,
-            role: r.status.role.name(self.handle.config.standalone()).into(),
+            role: r.status.role.name(config.standalone()).into(),
             leader_id: r.status.leader.unwrap_or(0),
             accepted_epoch: r.accepted_epoch,
             current_epoch: r.current_epoch,
             last_logged_zxid: r.last_logged.0,
             last_committed_zxid: r.last_committed.0,
             last_applied_zxid: r.last_applied.0,
-            node_count: u64::try_from(r.nodes).unwrap_or(u64::MAX),
-            session_count: u64::try_from(r.sessions).unwrap_or(u64::MAX),
-            connection_count: u64::try_from(r.connections).unwrap_or(u64::MAX),
-            watch_count: u64::try_from(r.watches).unwrap_or(u64::MAX),
+            node_count: count(r.nodes),
+            session_count: count(r.sessions),
+            connection_count: count(r.connections),
+            watch_count: count(r.watches),
             synced_followers: r.synced_followers,
-            ensemble_size: u64::try_from(r.ensemble_size).unwrap_or(u64::MAX),
+            ensemble_size: count(r.ensemble_size),
             last_snapshot_zxid,
             serving: r.status.serving,
+            data_bytes: r.data_bytes,
+            uptime_ms: u64::try_from(self.handle.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            version: env!("CARGO_PKG_VERSION").into(),
+            followers: r
+                .followers
+                .iter()
+                .map(|f| pb::FollowerStatus { id: f.id, synced: f.synced, acked_zxid: f.acked.0, lag: f.lag })
+                .collect(),
+            members,
+            ephemeral_count: count(r.ephemerals),
+            last_snapshot_error: r.last_snapshot_error.unwrap_or_default(),
         }))
     }
 
     async fn read_log(&self, request: Request<pb::ReadLogRequest>) -> Result<Response<pb::ReadLogReply>, Status> {
         let req = request.into_inner();
-        let limit = if req.limit == 0 { 100 } else { req.limit.min(MAX_LOG_ENTRIES) } as usize;
+        let query = log::Query {
+            from: Zxid(req.from_zxid),
+            to: if req.to_zxid == 0 { Zxid(u64::MAX) } else { Zxid(req.to_zxid) },
+            last: (req.last > 0).then_some(req.last as usize),
+            limit: if req.limit == 0 { 100 } else { req.limit.min(MAX_LOG_ENTRIES) as usize },
+            max_bytes: if req.max_bytes == 0 { log::DEFAULT_MAX_BYTES } else { req.max_bytes.min(log::MAX_BYTES) },
+            filter: filter_of(req.path_prefix, req.session_id, req.r#type)?,
+        };
+        let committed = self.handle.status_report().await.ok_or_else(unavailable)?.last_committed;
         let storage = self.handle.storage.clone();
-        let (entries, bounds) = tokio::task::spawn_blocking(move || {
-            let entries = storage.read_log(Zxid(req.from_zxid), limit)?;
-            let bounds = storage.log_bounds()?;
-            Ok::<_, crate::storage::StorageError>((entries, bounds))
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(storage_error)?;
+        let (page, bounds) = blocking(move || Ok((log::read(&*storage, &query)?, storage.log_bounds()?))).await?;
         let (first, last) = bounds.map_or((0, 0), |(f, l)| (f.0, l.0));
         Ok(Response::new(pb::ReadLogReply {
-            entries: entries
-                .into_iter()
-                .map(|e| pb::LogEntry {
-                    zxid: e.zxid.0,
-                    session_id: e.txn.session.0,
-                    cxid: e.txn.cxid,
-                    time_ms: e.txn.time_ms,
-                    description: e.txn.body.to_string(),
-                    size_bytes: u32::try_from(crate::txn::codec::encode(&e.txn).len()).unwrap_or(u32::MAX),
-                })
-                .collect(),
+            entries: page.entries.iter().map(|e| convert::entry(e, committed)).collect(),
             first_zxid: first,
             last_zxid: last,
+            next_zxid: page.next.map_or(0, |z| z.0),
+            last_committed_zxid: committed.0,
         }))
+    }
+
+    async fn get_entry(&self, request: Request<pb::GetEntryRequest>) -> Result<Response<pb::LogEntry>, Status> {
+        let zxid = Zxid(request.into_inner().zxid);
+        let committed = self.handle.status_report().await.ok_or_else(unavailable)?.last_committed;
+        let storage = self.handle.storage.clone();
+        match blocking(move || log::entry(&*storage, zxid)).await? {
+            Some(e) => Ok(Response::new(convert::entry(&e, committed))),
+            None => Err(Status::not_found(format!(
+                "no entry 0x{:x} in this member's log (purged, or never written)",
+                zxid.0
+            ))),
+        }
+    }
+
+    async fn follow(&self, request: Request<pb::FollowRequest>) -> Sent<pb::LogEntry> {
+        let req = request.into_inner();
+        let filter = filter_of(req.path_prefix, None, String::new())?;
+        let mut applied = self.handle.applied.clone();
+        let start = match req.from_zxid {
+            0 => Zxid(applied.borrow().0.saturating_add(1)),
+            z => Zxid(z),
+        };
+        let storage = self.handle.storage.clone();
+        let check = storage.clone();
+        if let Err(purged) = blocking(move || log::available_from(&*check, start)).await? {
+            return Err(Status::out_of_range(purged.to_string()));
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            let mut next = start;
+            loop {
+                let bound = *applied.borrow_and_update();
+                if next <= bound {
+                    let storage = storage.clone();
+                    let filter = filter.clone();
+                    // The log on disk can trail the tree by a flush: read up
+                    // to what it holds, and come back for the rest.
+                    let step = blocking(move || {
+                        if let Err(purged) = log::available_from(&*storage, next)? {
+                            return Ok(Err(purged));
+                        }
+                        let held = storage.log_bounds()?.map_or(Zxid::ZERO, |(_, last)| last).min(bound);
+                        let query =
+                            log::Query { from: next, to: held, limit: FOLLOW_BATCH, filter, ..log::Query::default() };
+                        Ok(Ok((log::read(&*storage, &query)?, held)))
+                    })
+                    .await;
+                    let (page, held) = match step {
+                        Ok(Ok(read)) => read,
+                        Ok(Err(purged)) => {
+                            let _ = tx.send(Err(Status::out_of_range(purged.to_string()))).await;
+                            return;
+                        }
+                        Err(status) => {
+                            let _ = tx.send(Err(status)).await;
+                            return;
+                        }
+                    };
+                    for entry in &page.entries {
+                        // Only committed entries reach here (at most `bound`).
+                        if tx.send(Ok(convert::entry(entry, bound))).await.is_err() {
+                            return;
+                        }
+                    }
+                    match page.next {
+                        Some(z) => next = z,
+                        None if held >= next => next = Zxid(held.0.saturating_add(1)),
+                        None => tokio::time::sleep(Duration::from_millis(5)).await,
+                    }
+                    continue;
+                }
+                tokio::select! {
+                    changed = applied.changed() => if changed.is_err() {
+                        let _ = tx.send(Err(unavailable())).await;
+                        return;
+                    },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 
     async fn list_snapshots(
         &self,
         _: Request<pb::ListSnapshotsRequest>,
     ) -> Result<Response<pb::ListSnapshotsReply>, Status> {
-        let snapshots = self.handle.storage.snapshots().map_err(storage_error)?;
-        Ok(Response::new(pb::ListSnapshotsReply {
-            snapshots: snapshots
-                .into_iter()
-                .map(|s| pb::SnapshotInfo { zxid: s.zxid.0, size_bytes: s.bytes, node_count: 0 })
-                .collect(),
-        }))
+        let storage = self.handle.storage.clone();
+        let snapshots = blocking(move || storage.snapshots()).await?;
+        Ok(Response::new(pb::ListSnapshotsReply { snapshots: snapshots.iter().map(snapshot_info).collect() }))
     }
 
     async fn take_snapshot(
@@ -104,7 +293,164 @@ impl pb::admin_server::Admin for AdminService {
     ) -> Result<Response<pb::TakeSnapshotReply>, Status> {
         let (tx, rx) = oneshot::channel();
         self.handle.events.send(Event::Query(Query::TakeSnapshot(tx))).await.map_err(|_| unavailable())?;
-        let zxid = rx.await.map_err(|_| unavailable())?.map_err(Status::internal)?;
-        Ok(Response::new(pb::TakeSnapshotReply { zxid: zxid.0 }))
+        let zxid =
+            rx.await.map_err(|_| unavailable())?.map_err(|e| Status::internal(format!("snapshot failed: {e}")))?;
+        let storage = self.handle.storage.clone();
+        let meta = blocking(move || storage.snapshots()).await?.into_iter().find(|s| s.zxid == zxid);
+        Ok(Response::new(pb::TakeSnapshotReply {
+            zxid: zxid.0,
+            size_bytes: meta.map_or(0, |m| m.bytes),
+            node_count: meta.map_or(0, |m| m.nodes),
+        }))
+    }
+
+    async fn save_snapshot(&self, request: Request<pb::SaveSnapshotRequest>) -> Sent<pb::SnapshotChunk> {
+        let storage = self.handle.storage.clone();
+        let meta = find_snapshot(&*storage, request.into_inner().zxid)?;
+        let (tx, rx) = mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            for index in 0..meta.chunks {
+                let item = match storage.snapshot_chunk(meta.zxid, index) {
+                    Ok(Some(data)) => {
+                        Ok(pb::SnapshotChunk { zxid: meta.zxid.0, index, count: meta.chunks, data: data.to_vec() })
+                    }
+                    Ok(None) => Err(Status::not_found("the snapshot was purged while it was being read")),
+                    Err(e) => Err(storage_error(e)),
+                };
+                let failed = item.is_err();
+                if tx.blocking_send(item).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn inspect_snapshot(&self, request: Request<pb::InspectSnapshotRequest>) -> Sent<pb::SnapshotNode> {
+        let req = request.into_inner();
+        let storage = self.handle.storage.clone();
+        let meta = find_snapshot(&*storage, req.zxid)?;
+        let (tx, rx) = mpsc::channel(256);
+        tokio::task::spawn_blocking(move || {
+            let limit = if req.limit == 0 { u64::MAX } else { req.limit };
+            let mut sent = 0u64;
+            let mut walker = Walker::new();
+            let mut gone = false;
+            for index in 0..meta.chunks {
+                let chunk = match storage.snapshot_chunk(meta.zxid, index) {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => {
+                        let _ =
+                            tx.blocking_send(Err(Status::not_found("the snapshot was purged while it was being read")));
+                        return;
+                    }
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(storage_error(e)));
+                        return;
+                    }
+                };
+                let walked = walker.feed(&chunk, &mut |visit| {
+                    if let Visit::Node { path, data, acl, stat } = visit {
+                        if gone || sent >= limit || !path.starts_with(&req.path_prefix) {
+                            return;
+                        }
+                        sent += 1;
+                        gone = tx.blocking_send(Ok(convert::snapshot_node(path, data.len(), &acl, &stat))).is_err();
+                    }
+                });
+                if let Err(e) = walked {
+                    let _ = tx.blocking_send(Err(Status::data_loss(format!("snapshot 0x{:x}: {e}", meta.zxid.0))));
+                    return;
+                }
+                if gone || sent >= limit {
+                    return;
+                }
+            }
+            if let Err(e) = walker.finish() {
+                let _ = tx.blocking_send(Err(Status::data_loss(format!("snapshot 0x{:x}: {e}", meta.zxid.0))));
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn purge(&self, request: Request<pb::PurgeRequest>) -> Result<Response<pb::PurgeReply>, Status> {
+        let keep = request.into_inner().keep;
+        if keep == 0 {
+            return Err(Status::invalid_argument("keep must be at least 1: a member always keeps a snapshot"));
+        }
+        let storage = self.handle.storage.clone();
+        let report = blocking(move || storage.purge(keep as usize)).await?;
+        tracing::info!(
+            keep,
+            snapshots = report.snapshots_removed,
+            entries = report.entries_removed,
+            "purged by admin request"
+        );
+        Ok(Response::new(pb::PurgeReply {
+            snapshots_removed: count(report.snapshots_removed),
+            entries_removed: count(report.entries_removed),
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        _: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsReply>, Status> {
+        let details = self.handle.details().await.ok_or_else(unavailable)?;
+        let now_ms = crate::server::clock::now_ms();
+        let sessions = details
+            .sessions
+            .iter()
+            .map(|(id, timeout_ms)| {
+                let conn = details.connections.iter().find(|c| c.session == Some(*id));
+                let ephemerals = details
+                    .ephemerals
+                    .iter()
+                    .find(|(s, _)| s == id)
+                    .map(|(_, paths)| paths.clone())
+                    .unwrap_or_default();
+                pb::SessionInfo {
+                    id: id.0,
+                    timeout_ms: *timeout_ms,
+                    local: conn.is_some(),
+                    connection: conn.map_or(0, |c| c.conn),
+                    last_heard_ms_ago: conn.map_or(-1, |c| (now_ms - c.last_heard_ms).max(0)),
+                    ephemerals,
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::ListSessionsReply { sessions }))
+    }
+
+    async fn list_watches(&self, _: Request<pb::ListWatchesRequest>) -> Result<Response<pb::ListWatchesReply>, Status> {
+        let details = self.handle.details().await.ok_or_else(unavailable)?;
+        Ok(Response::new(pb::ListWatchesReply {
+            sessions: details
+                .watches
+                .into_iter()
+                .map(|(session, paths)| pb::SessionWatches { session_id: session.0, paths })
+                .collect(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_checked_whole() {
+        let mut check = authenticate(Some(Arc::from("s3cret")));
+        let with = |value: &str| {
+            let mut r = Request::new(());
+            r.metadata_mut().insert("authorization", value.parse().unwrap());
+            r
+        };
+        assert!(check(with("Bearer s3cret")).is_ok());
+        for wrong in ["Bearer s3cre", "Bearer s3cret2", "s3cret", "Bearer "] {
+            assert_eq!(check(with(wrong)).unwrap_err().code(), tonic::Code::Unauthenticated, "{wrong}");
+        }
+        assert_eq!(check(Request::new(())).unwrap_err().code(), tonic::Code::Unauthenticated);
+        assert!(authenticate(None)(Request::new(())).is_ok(), "no token configured: open");
     }
 }

@@ -93,7 +93,7 @@ async fn serve(handle: Handle, mut incoming: Streaming<pb::ClientMessage>, out: 
             // The server ended the session (closed, expired, shutting down).
             _ = &mut writer => break,
         };
-        let echo = Echo { shape: None, arrived: Some(Instant::now()) };
+        let echo = Echo { shape: None, arrived: Some(Instant::now()), op: "" };
         let delivered = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 match op_from_pb(r.op) {

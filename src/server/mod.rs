@@ -13,6 +13,9 @@ pub mod clock;
 pub mod serve;
 pub mod storage_worker;
 
+#[cfg(test)]
+mod tests;
+
 use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
@@ -21,11 +24,12 @@ use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
 use crate::tree::snapshot;
-use crate::zab::{Io, Status};
+use crate::zab::{self as zab, Io, Role, Status};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
 
 /// Capacity of the owner's inbox; senders wait when it is full (backpressure).
 const INBOX: usize = 65_536;
@@ -94,13 +98,20 @@ pub fn start(
     );
     let replica = Replica::new(replica_config(&config), recovered, clock::now_ms());
     let (events_tx, events_rx) = mpsc::channel(INBOX);
-    let (storage_tx, storage_thread) =
-        storage_worker::spawn(storage.clone(), events_tx.clone()).map_err(ServerError::Thread)?;
+
     let addrs = config.members.iter().map(|m| (m.id, m.peer_addr)).collect();
     let id = config.id;
     let config = Arc::new(config);
-    let handle = Handle::new(events_tx.clone(), config.clone(), storage.clone());
+    let (applied_tx, applied_rx) = watch::channel(replica.tree().last_zxid());
+    let handle = Handle::new(events_tx.clone(), config.clone(), storage.clone(), applied_rx);
+    let (storage_tx, storage_thread) =
+        storage_worker::spawn(storage.clone(), events_tx.clone(), handle.metrics.clone())
+            .map_err(ServerError::Thread)?;
     let (transport, peer_service) = peer::links(id, addrs, handle.clone());
+    let (replica_epoch, replica_committed) = (replica.zab().current_epoch(), replica.zab().last_committed());
+    // Instrumented, not entered: the task moves between threads. Every line
+    // it logs names the member (and, inside a turn, its epoch and zxid).
+    let span = tracing::info_span!("replica", id);
     let owner = Owner {
         replica,
         config,
@@ -111,9 +122,15 @@ pub fn start(
         leaving: Vec::new(),
         events_tx,
         snapshot_waiters: Vec::new(),
+        last_snapshot_error: None,
+        applied_tx,
+        metrics: handle.metrics.clone(),
+        proposed: std::collections::VecDeque::new(),
+        looking_since: None,
+        position: Position::new(span.clone(), replica_epoch, replica_committed),
     };
     let task = tokio::spawn(async move {
-        let result = owner.run(events_rx, shutdown).await;
+        let result = owner.run(events_rx, shutdown).instrument(span).await;
         // Dropping the batch sender stopped the worker after a final flush.
         let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
         result
@@ -132,6 +149,43 @@ struct Owner {
     leaving: Vec<ConnId>,
     events_tx: mpsc::Sender<Event>,
     snapshot_waiters: Vec<oneshot::Sender<Result<Zxid, String>>>,
+    /// Why the last snapshot failed, until one succeeds.
+    last_snapshot_error: Option<String>,
+    /// Publishes the applied zxid (see [`Handle::applied`]).
+    applied_tx: watch::Sender<Zxid>,
+    metrics: Arc<crate::metrics::Metrics>,
+    /// On the leader: proposals not yet committed, with when they were proposed.
+    proposed: std::collections::VecDeque<(Zxid, std::time::Instant)>,
+    /// Since when this member has been without a serving leader.
+    looking_since: Option<std::time::Instant>,
+    /// The span of the member's position (epoch, zxid) its turns run in.
+    position: Position,
+}
+
+/// A span naming the epoch and the committed zxid, replaced (not recorded
+/// into: a text subscriber would append every recorded value) when the
+/// epoch changes, and at most ten times a second as the zxid moves.
+struct Position {
+    /// The member's span, the parent of every position span.
+    member: tracing::Span,
+    span: tracing::Span,
+    epoch: crate::ids::Epoch,
+    zxid: Zxid,
+    since: std::time::Instant,
+}
+
+impl Position {
+    fn new(member: tracing::Span, epoch: crate::ids::Epoch, zxid: Zxid) -> Position {
+        let span = tracing::info_span!(parent: &member, "zab", epoch, zxid = %zxid);
+        Position { member, span, epoch, zxid, since: std::time::Instant::now() }
+    }
+
+    fn refresh(&mut self, epoch: crate::ids::Epoch, zxid: Zxid) {
+        let stale = zxid != self.zxid && self.since.elapsed() >= Duration::from_millis(100);
+        if epoch != self.epoch || stale {
+            *self = Position::new(self.member.clone(), epoch, zxid);
+        }
+    }
 }
 
 impl Owner {
@@ -140,39 +194,52 @@ impl Owner {
         mut events: mpsc::Receiver<Event>,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<(), ServerError> {
-        let span = tracing::info_span!("replica", id = self.config.id);
-        let _enter = span.enter();
         let mut ticker = tokio::time::interval(Duration::from_millis(self.config.tick_ms));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut result = Ok(());
         loop {
-            tokio::select! {
+            let first = tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
-                _ = ticker.tick() => self.replica.handle(Input::Tick { now_ms: clock::now_ms() }),
-                event = events.recv() => {
-                    let Some(event) = event else { break };
-                    if let Err(e) = self.on_event(event) {
-                        result = Err(e);
-                        break;
+                _ = ticker.tick() => None,
+                event = events.recv() => match event {
+                    Some(event) => Some(event),
+                    None => break,
+                },
+            };
+            // A turn runs without awaiting: the position span is entered
+            // for all of it, so its log lines carry the epoch and zxid.
+            let position = self.position.span.clone();
+            let _in_position = position.enter();
+            let mut turn = std::iter::once(first).chain(std::iter::from_fn(|| events.try_recv().ok().map(Some)));
+            for item in turn.by_ref().take(EVENTS_PER_TURN + 1) {
+                let outcome = match item {
+                    None => {
+                        self.replica.handle(Input::Tick { now_ms: clock::now_ms() });
+                        Ok(())
                     }
-                }
-            }
-            for _ in 0..EVENTS_PER_TURN {
-                match events.try_recv() {
-                    Ok(event) => {
-                        if let Err(e) = self.on_event(event) {
-                            result = Err(e);
-                            break;
-                        }
-                    }
-                    Err(_) => break,
+                    Some(event) => self.on_event(event),
+                };
+                if let Err(e) = outcome {
+                    result = Err(e);
+                    break;
                 }
             }
             if result.is_err() {
                 break;
             }
             self.carry_out();
+            let committed = self.replica.zab().last_committed();
+            while let Some(&(zxid, at)) = self.proposed.front() {
+                if zxid > committed {
+                    break;
+                }
+                self.metrics.committed(at.elapsed());
+                self.proposed.pop_front();
+            }
+            let applied = self.replica.tree().last_zxid();
+            self.applied_tx.send_if_modified(|z| std::mem::replace(z, applied) != applied);
+            self.position.refresh(self.replica.zab().current_epoch(), committed);
         }
         self.shut_down();
         result
@@ -184,6 +251,7 @@ impl Owner {
                 match &input {
                     Input::SnapshotSaved { zxid } => {
                         tracing::info!(zxid = %zxid, "snapshot saved");
+                        self.last_snapshot_error = None;
                         for w in self.snapshot_waiters.drain(..) {
                             let _ = w.send(Ok(*zxid));
                         }
@@ -204,10 +272,12 @@ impl Owner {
                 return Err(ServerError::Storage(e));
             }
             Event::SnapshotFailed(e) => {
-                tracing::error!(error = %e, "snapshot failed");
+                tracing::error!(error = %e, "snapshot failed; the log keeps everything and the next one is taken when due");
                 for w in self.snapshot_waiters.drain(..) {
                     let _ = w.send(Err(e.clone()));
                 }
+                self.replica.handle(Input::SnapshotFailed);
+                self.last_snapshot_error = Some(e);
             }
         }
         Ok(())
@@ -227,6 +297,7 @@ impl Owner {
                 let tree = self.replica.tree();
                 let _ = reply.send(Details {
                     connections: self.replica.connections(),
+                    sessions: tree.state().sessions().map(|(id, record)| (*id, record.timeout_ms)).collect(),
                     watches: tree.watches().by_session(),
                     ephemerals: tree.state().all_ephemerals(),
                 });
@@ -254,6 +325,8 @@ impl Owner {
             ensemble_size: self.config.members.len(),
             counters: r.counters(),
             ephemerals: tree.state().all_ephemerals().iter().map(|(_, p)| p.len()).sum(),
+            followers: r.zab().follower_progress(),
+            last_snapshot_error: self.last_snapshot_error.clone(),
         }
     }
 
@@ -270,7 +343,13 @@ impl Owner {
             for output in outputs {
                 match output {
                     Output::Zab(Io::Send { to, msg }) => self.transport.send(to, msg),
-                    Output::Zab(Io::Persist { seq, op }) => batch.push((seq, op)),
+                    Output::Zab(Io::Persist { seq, op }) => {
+                        if let (zab::StorageOp::Append(entries), Role::Leading) = (&op, self.replica.status().role) {
+                            let now = std::time::Instant::now();
+                            self.proposed.extend(entries.iter().map(|e| (e.zxid, now)));
+                        }
+                        batch.push((seq, op));
+                    }
                     Output::Client { conn, msg } => {
                         if !self.deliver(conn, msg) {
                             stuck.push(conn);
@@ -315,6 +394,21 @@ impl Owner {
     }
 
     fn on_status(&mut self, status: Status) {
+        if status.role != Role::Leading {
+            // A new leader re-proposes nothing of ours: forget the timings.
+            self.proposed.clear();
+        }
+        match (status.serving, self.looking_since) {
+            (false, None) => {
+                self.looking_since = Some(std::time::Instant::now());
+                self.metrics.election_started();
+            }
+            (true, Some(since)) => {
+                self.metrics.election_ended(since.elapsed());
+                self.looking_since = None;
+            }
+            _ => {}
+        }
         let role = status.role.name(false);
         tracing::info!(role, epoch = status.epoch, leader = ?status.leader, serving = status.serving, "role changed");
         self.transport.on_status(status);
@@ -322,18 +416,24 @@ impl Owner {
 
     fn write_snapshot(&mut self, state: crate::tree::TreeState) {
         let storage = self.storage.clone();
+        let metrics = self.metrics.clone();
         let events = self.events_tx.clone();
         let retained = self.config.snapshots_retained;
         tokio::task::spawn_blocking(move || {
             let zxid = state.last_zxid();
+            let started = std::time::Instant::now();
             let mut chunks = snapshot::Chunks::new(&state, 1 << 20);
             let event = match storage.save_snapshot_from(zxid, &mut chunks).and_then(|_| storage.purge(retained)) {
                 Ok(purged) => {
                     let info = chunks.info();
+                    metrics.snapshot_written(info.bytes, started.elapsed());
                     tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
                     Event::Input(Input::SnapshotSaved { zxid })
                 }
-                Err(e) => Event::SnapshotFailed(e.to_string()),
+                Err(e) => {
+                    metrics.snapshot_failed();
+                    Event::SnapshotFailed(e.to_string())
+                }
             };
             let _ = events.blocking_send(event);
         });

@@ -6,7 +6,7 @@ use crate::config::ServerConfig;
 use crate::proto::{
     admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
 };
-use crate::rpc::admin::AdminService;
+use crate::rpc::admin::{authenticate, AdminService};
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::rpc::peer::MAX_PEER_MESSAGE;
 use crate::storage::Storage;
@@ -42,6 +42,8 @@ pub struct Bound {
     pub admin: Option<SocketAddr>,
     /// ZooKeeper wire protocol.
     pub client: Option<SocketAddr>,
+    /// Prometheus metrics.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// Runs one replica until `shutdown` resolves or its storage fails.
@@ -64,6 +66,10 @@ pub async fn serve(
         Some(addr) => Some(bind(addr, "client_addr").await?),
         None => None,
     };
+    let metrics_listener = match me.metrics_addr {
+        Some(addr) => Some(bind(addr, "metrics_addr").await?),
+        None => None,
+    };
     let bound = Bound {
         peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
             addr: me.peer_addr,
@@ -77,6 +83,7 @@ pub async fn serve(
         })?,
         admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
         client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
     };
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -102,10 +109,14 @@ pub async fn serve(
     tasks.push(tokio::spawn(async move { client_server.await.map_err(|e| e.to_string()) }));
     if let Some(listener) = admin_listener {
         let admin = AdminService::new(handle.clone());
+        let token = handle.config.admin_token.as_deref().map(Arc::from);
         let admin_server = tonic::transport::Server::builder()
-            .add_service(AdminServer::new(admin))
+            .add_service(AdminServer::with_interceptor(admin, authenticate(token)))
             .serve_with_incoming_shutdown(incoming(listener), stopped(stop_rx.clone()));
         tasks.push(tokio::spawn(async move { admin_server.await.map_err(|e| e.to_string()) }));
+    }
+    if let Some(listener) = metrics_listener {
+        tasks.push(tokio::spawn(crate::metrics::serve(listener, handle.clone(), stop_rx.clone())));
     }
     if let Some(listener) = client_listener {
         tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone())));

@@ -8,6 +8,7 @@
 //! async threads, and a slow disk never delays heartbeats.
 
 use crate::handle::Event;
+use crate::metrics::Metrics;
 use crate::replica::Input;
 use crate::storage::Storage;
 use crate::zab::StorageOp;
@@ -21,6 +22,7 @@ pub type Batch = Vec<(u64, StorageOp)>;
 pub fn spawn(
     storage: Arc<dyn Storage>,
     events: mpsc::Sender<Event>,
+    metrics: Arc<Metrics>,
 ) -> std::io::Result<(mpsc::UnboundedSender<Batch>, std::thread::JoinHandle<()>)> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
     let handle = std::thread::Builder::new().name("storage".into()).spawn(move || {
@@ -32,7 +34,9 @@ pub fn spawn(
             }
             let Some(last_seq) = ops.iter().map(|(seq, _)| *seq).max() else { continue };
             let only_ops: Vec<StorageOp> = ops.into_iter().map(|(_, op)| op).collect();
+            let started = std::time::Instant::now();
             let outcome = storage.apply(&only_ops).and_then(|()| storage.flush());
+            metrics.flushed(only_ops.len(), started.elapsed());
             let event = match outcome {
                 Ok(()) => Event::Input(Input::Persisted { seq: last_seq }),
                 Err(e) => Event::StorageFailed(e.to_string()),

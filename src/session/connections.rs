@@ -45,6 +45,9 @@ pub struct Conn<E> {
     pub identities: Vec<Id>,
     /// Its requests, in order.
     pub queue: RequestQueue<E>,
+    /// The wall clock (as the last tick carried it) when it last sent
+    /// anything, pings included.
+    pub last_heard_ms: i64,
 }
 
 impl<E> Conn<E> {
@@ -88,9 +91,10 @@ impl<E> Connections<E> {
         until_tick: u64,
         new_password: Bytes,
         identities: Vec<Id>,
+        now_ms: i64,
     ) {
         let state = ConnState::CatchingUp { request, until_tick, new_password, revalidation: Revalidation::NotAsked };
-        self.conns.insert(conn, Conn { state, identities, queue: RequestQueue::default() });
+        self.conns.insert(conn, Conn { state, identities, queue: RequestQueue::default(), last_heard_ms: now_ms });
     }
 
     /// A connection.

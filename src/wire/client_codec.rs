@@ -18,36 +18,12 @@ use crate::tree::watch::{EventType, WatchEvent};
 pub struct EncodeError {
     /// The opcode asked for.
     pub opcode: OpCode,
-    /// The op's kind.
+    /// The op's kind, as [`Op::name`] gives it.
     pub op: &'static str,
 }
 
 fn mismatch(opcode: OpCode, op: &Op) -> EncodeError {
-    let name = match op {
-        Op::Create { .. } => "Create",
-        Op::Delete { .. } => "Delete",
-        Op::Exists { .. } => "Exists",
-        Op::GetData { .. } => "GetData",
-        Op::SetData { .. } => "SetData",
-        Op::GetAcl { .. } => "GetAcl",
-        Op::SetAcl { .. } => "SetAcl",
-        Op::GetChildren { .. } => "GetChildren",
-        Op::GetAllChildrenNumber { .. } => "GetAllChildrenNumber",
-        Op::GetEphemerals { .. } => "GetEphemerals",
-        Op::Check { .. } => "Check",
-        Op::Multi(_) => "Multi",
-        Op::MultiRead(_) => "MultiRead",
-        Op::Sync { .. } => "Sync",
-        Op::AddWatch { .. } => "AddWatch",
-        Op::RemoveWatches { .. } => "RemoveWatches",
-        Op::CheckWatches { .. } => "CheckWatches",
-        Op::SetWatches { .. } => "SetWatches",
-        Op::Auth { .. } => "Auth",
-        Op::WhoAmI => "WhoAmI",
-        Op::Ping => "Ping",
-        Op::CloseSession => "CloseSession",
-    };
-    EncodeError { opcode, op: name }
+    EncodeError { opcode, op: op.name() }
 }
 
 /// Encodes a ConnectRequest frame.

@@ -98,6 +98,11 @@ impl Leader {
         self.followers.iter().filter(|(_, t)| t.stage == Stage::Synced).map(|(id, _)| *id).collect()
     }
 
+    /// Every follower known to this leader: whether synced, and its acked zxid.
+    pub(super) fn progress(&self) -> Vec<(ServerId, bool, Zxid)> {
+        self.followers.iter().map(|(id, t)| (*id, t.stage == Stage::Synced, t.acked)).collect()
+    }
+
     /// Followers that receive proposals: those being synced and those synced.
     pub(super) fn broadcast_targets(&self) -> Vec<ServerId> {
         self.followers

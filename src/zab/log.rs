@@ -81,7 +81,12 @@ impl Log {
         self.entries.binary_search_by(|e| e.zxid.cmp(&zxid))
     }
 
-    /// Whether the log holds `zxid` (or it is the base).
+    /// How many entries lie above `zxid` (a follower's lag behind this log).
+    pub fn count_after(&self, zxid: Zxid) -> usize {
+        self.entries.len() - self.entries.partition_point(|e| e.zxid <= zxid)
+    }
+
+    /// Whether `zxid` is the base or an entry.
     pub fn has(&self, zxid: Zxid) -> bool {
         zxid == self.base || self.position(zxid).is_ok()
     }

@@ -63,6 +63,19 @@ pub struct Config {
     pub max_inflight: u64,
 }
 
+/// How far one follower is, as its leader sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FollowerProgress {
+    /// The follower.
+    pub id: ServerId,
+    /// Whether it is synced (counts toward the quorum).
+    pub synced: bool,
+    /// The highest zxid it acknowledged as durable.
+    pub acked: Zxid,
+    /// Entries in the leader's log above `acked`.
+    pub lag: u64,
+}
+
 impl Config {
     /// Sensible defaults for an ensemble of `voters`.
     pub fn new(id: ServerId, voters: Vec<ServerId>) -> Config {
@@ -357,6 +370,20 @@ impl Peer {
             State::Leading(l) => l.synced_followers(),
             _ => Vec::new(),
         }
+    }
+
+    /// A leader's view of its followers (empty otherwise).
+    pub fn follower_progress(&self) -> Vec<FollowerProgress> {
+        let State::Leading(l) = &self.state else { return Vec::new() };
+        l.progress()
+            .into_iter()
+            .map(|(id, synced, acked)| FollowerProgress {
+                id,
+                synced,
+                acked,
+                lag: u64::try_from(self.log.count_after(acked)).unwrap_or(u64::MAX),
+            })
+            .collect()
     }
 
     /// The zxid the next proposal will get, if this peer may propose now.

@@ -145,12 +145,12 @@ pub struct Printer {
 impl Printer {
     /// Prints one JSON document on its own line.
     pub fn doc(&self, value: Value) {
-        println!("{value}");
+        self.line(&value.to_string());
     }
 
     /// Prints a line of text.
     pub fn line(&self, text: &str) {
-        println!("{text}");
+        self.raw(text.as_bytes());
     }
 
     /// Writes raw bytes and a newline (node data in text mode).

@@ -1,0 +1,323 @@
+//! Prometheus metrics of one replica, served as text on `/metrics`.
+//!
+//! Events are counted where they happen (the front ends count requests, the
+//! storage worker times fsyncs, the owner task times commits, elections and
+//! snapshots); levels (sessions, znodes, watches, lag) are read from the
+//! replica when scraped, so they are never stale. Names follow Prometheus
+//! conventions: the unit in the name, `_total` on counters.
+
+use crate::handle::Handle;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// A request's operation and outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// ZooKeeper's name of the operation, e.g. `getData`.
+    pub op: &'static str,
+    /// `ok`, or the error code's name, e.g. `NoNode`.
+    pub result: &'static str,
+}
+
+/// An operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OpLabels {
+    /// ZooKeeper's name of the operation.
+    pub op: &'static str,
+}
+
+/// A follower of this leader.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FollowerLabels {
+    /// Its id.
+    pub follower: u64,
+}
+
+fn seconds_buckets() -> impl Iterator<Item = f64> {
+    // 50 µs to ~26 s.
+    exponential_buckets(0.000_05, 2.0, 20)
+}
+
+/// Every metric of one replica.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Family<OpLabels, Histogram>,
+    commit_seconds: Histogram,
+    fsync_seconds: Histogram,
+    flush_batch_ops: Histogram,
+    elections: Counter,
+    election_seconds: Histogram,
+    snapshot_seconds: Histogram,
+    snapshot_bytes: Gauge,
+    snapshot_failures: Counter,
+    follower_lag: Family<FollowerLabels, Gauge>,
+    outstanding: Gauge,
+    connections: Gauge,
+    sessions: Gauge,
+    znodes: Gauge,
+    data_bytes: Gauge,
+    watches: Gauge,
+    ephemerals: Gauge,
+    leader: Gauge,
+    serving: Gauge,
+    last_committed_zxid: Gauge<u64, AtomicU64>,
+    data_dir_bytes: Gauge,
+    /// Scrapes are rare; one at a time keeps the level gauges consistent.
+    scrape: Mutex<()>,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, registered.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("zabkeeper");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("requests", "Client requests answered, by operation and result", requests.clone());
+        let request_seconds = Family::<OpLabels, Histogram>::new_with_constructor(|| Histogram::new(seconds_buckets()));
+        registry.register_with_unit(
+            "request_duration",
+            "Time from a request's arrival to its reply, by operation",
+            Unit::Seconds,
+            request_seconds.clone(),
+        );
+        let histogram = |registry: &mut Registry, name: &str, help: &str| {
+            let h = Histogram::new(seconds_buckets());
+            registry.register_with_unit(name, help, Unit::Seconds, h.clone());
+            h
+        };
+        let commit_seconds = histogram(
+            &mut registry,
+            "proposal_commit_duration",
+            "On the leader: time from proposing a transaction to its commit",
+        );
+        let fsync_seconds = histogram(&mut registry, "fsync_duration", "Time to make one group-commit batch durable");
+        let flush_batch_ops = Histogram::new(exponential_buckets(1.0, 2.0, 14));
+        registry.register(
+            "flush_batch_operations",
+            "Storage operations made durable by one fsync (group commit)",
+            flush_batch_ops.clone(),
+        );
+        let elections = Counter::default();
+        registry.register("elections", "Elections this member took part in", elections.clone());
+        let election_seconds =
+            histogram(&mut registry, "election_duration", "Time from looking for a leader to serving again");
+        let snapshot_seconds = histogram(&mut registry, "snapshot_duration", "Time to write a snapshot");
+        let snapshot_bytes = Gauge::default();
+        registry.register_with_unit(
+            "snapshot_size",
+            "Size of the last snapshot written",
+            Unit::Bytes,
+            snapshot_bytes.clone(),
+        );
+        let snapshot_failures = Counter::default();
+        registry.register("snapshot_failures", "Snapshot writes that failed", snapshot_failures.clone());
+        let follower_lag = Family::<FollowerLabels, Gauge>::default();
+        registry.register(
+            "follower_lag_transactions",
+            "On the leader: transactions each follower has not acknowledged",
+            follower_lag.clone(),
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let g = Gauge::default();
+            registry.register(name, help, g.clone());
+            g
+        };
+        let outstanding = gauge(&mut registry, "outstanding_requests", "Client requests queued, not yet answered");
+        let connections = gauge(&mut registry, "connections", "Client connections to this member");
+        let sessions = gauge(&mut registry, "sessions", "Live sessions in the ensemble");
+        let znodes = gauge(&mut registry, "znodes", "Nodes in the tree");
+        let data_bytes = Gauge::default();
+        registry.register_with_unit("znode_data", "Bytes of node data in the tree", Unit::Bytes, data_bytes.clone());
+        let watches = gauge(&mut registry, "watches", "Watches held by this member's clients");
+        let ephemerals = gauge(&mut registry, "ephemerals", "Ephemeral nodes in the tree");
+        let leader = gauge(&mut registry, "is_leader", "1 when this member leads");
+        let serving = gauge(&mut registry, "serving", "1 when this member serves clients");
+        let last_committed_zxid = Gauge::<u64, AtomicU64>::default();
+        registry.register(
+            "last_committed_zxid",
+            "The highest committed zxid this member knows",
+            last_committed_zxid.clone(),
+        );
+        let data_dir_bytes = Gauge::default();
+        registry.register_with_unit(
+            "data_dir_size",
+            "Bytes on disk in the data directory (log and snapshots)",
+            Unit::Bytes,
+            data_dir_bytes.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            commit_seconds,
+            fsync_seconds,
+            flush_batch_ops,
+            elections,
+            election_seconds,
+            snapshot_seconds,
+            snapshot_bytes,
+            snapshot_failures,
+            follower_lag,
+            outstanding,
+            connections,
+            sessions,
+            znodes,
+            data_bytes,
+            watches,
+            ephemerals,
+            leader,
+            serving,
+            last_committed_zxid,
+            data_dir_bytes,
+            scrape: Mutex::new(()),
+        }
+    }
+
+    /// A request answered.
+    pub fn request(&self, op: &'static str, result: &'static str, elapsed: Duration) {
+        self.requests.get_or_create(&RequestLabels { op, result }).inc();
+        self.request_seconds.get_or_create(&OpLabels { op }).observe(elapsed.as_secs_f64());
+    }
+
+    /// A proposal committed after `elapsed` (leader only).
+    pub fn committed(&self, elapsed: Duration) {
+        self.commit_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// A group-commit flush of `ops` operations took `elapsed`.
+    pub fn flushed(&self, ops: usize, elapsed: Duration) {
+        self.fsync_seconds.observe(elapsed.as_secs_f64());
+        self.flush_batch_ops.observe(ops as f64);
+    }
+
+    /// An election started.
+    pub fn election_started(&self) {
+        self.elections.inc();
+    }
+
+    /// An election ended with this member serving after `elapsed`.
+    pub fn election_ended(&self, elapsed: Duration) {
+        self.election_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// A snapshot of `bytes` was written in `elapsed`.
+    pub fn snapshot_written(&self, bytes: u64, elapsed: Duration) {
+        self.snapshot_seconds.observe(elapsed.as_secs_f64());
+        self.snapshot_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// A snapshot write failed.
+    pub fn snapshot_failed(&self) {
+        self.snapshot_failures.inc();
+    }
+
+    /// The text exposition, with the levels read from the replica now.
+    pub async fn render(&self, handle: &Handle) -> String {
+        let report = handle.status_report().await;
+        let details = handle.details().await;
+        let dir_bytes = match handle.config.members.iter().find(|m| m.id == handle.config.id) {
+            Some(me) => {
+                let dir = me.data_dir.clone();
+                tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0)
+            }
+            None => 0,
+        };
+        let _one_scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let level = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        if let Some(r) = &report {
+            self.connections.set(level(r.connections));
+            self.sessions.set(level(r.sessions));
+            self.znodes.set(level(r.nodes));
+            self.data_bytes.set(i64::try_from(r.data_bytes).unwrap_or(i64::MAX));
+            self.watches.set(level(r.watches));
+            self.ephemerals.set(level(r.ephemerals));
+            self.leader.set(i64::from(r.status.role == crate::zab::Role::Leading));
+            self.serving.set(i64::from(r.status.serving));
+            self.last_committed_zxid.set(r.last_committed.0);
+            self.follower_lag.clear();
+            for f in &r.followers {
+                self.follower_lag
+                    .get_or_create(&FollowerLabels { follower: f.id })
+                    .set(i64::try_from(f.lag).unwrap_or(i64::MAX));
+            }
+        }
+        if let Some(d) = &details {
+            self.outstanding.set(level(d.connections.iter().map(|c| c.queued).sum()));
+        }
+        self.data_dir_bytes.set(i64::try_from(dir_bytes).unwrap_or(i64::MAX));
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Bytes of every file under `dir`.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Serves `/metrics` on `listener` until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: Handle,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                let body = handle.metrics.render(&handle).await;
+                ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { crate::handle::stopped(&mut stop).await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_and_histograms_are_named_by_convention() {
+        let m = Metrics::new();
+        m.request("getData", "ok", Duration::from_millis(2));
+        m.request("getData", "NoNode", Duration::from_millis(1));
+        m.flushed(12, Duration::from_micros(300));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(out.contains("zabkeeper_requests_total{op=\"getData\",result=\"ok\"} 1"), "{out}");
+        assert!(out.contains("zabkeeper_requests_total{op=\"getData\",result=\"NoNode\"} 1"), "{out}");
+        assert!(out.contains("zabkeeper_request_duration_seconds_count{op=\"getData\"} 2"), "{out}");
+        assert!(out.contains("zabkeeper_fsync_duration_seconds_count 1"), "{out}");
+        assert!(out.contains("zabkeeper_flush_batch_operations_sum 12.0"), "{out}");
+        assert!(out.contains("# TYPE zabkeeper_elections counter"), "{out}");
+        assert!(out.ends_with("# EOF\n"), "{out}");
+    }
+}

@@ -1,0 +1,79 @@
+//! The owner task with a store that fails on purpose.
+
+use super::*;
+use crate::storage::mem_store::MemStorage;
+use crate::storage::{PurgeReport, Recovered, Scan, SnapshotMeta, StorageError};
+use crate::txn::Entry;
+use crate::zab::StorageOp;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// A memory store whose first `fail` snapshot writes fail.
+struct FailingSnapshots {
+    inner: MemStorage,
+    fail: AtomicUsize,
+}
+
+impl Storage for FailingSnapshots {
+    fn recover(&self) -> Result<Recovered, StorageError> {
+        self.inner.recover()
+    }
+    fn apply(&self, ops: &[StorageOp]) -> Result<(), StorageError> {
+        self.inner.apply(ops)
+    }
+    fn flush(&self) -> Result<(), StorageError> {
+        self.inner.flush()
+    }
+    fn save_snapshot_from(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Bytes>,
+    ) -> Result<SnapshotMeta, StorageError> {
+        if self.fail.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok() {
+            return Err(StorageError::Invalid("injected: the disk refused the snapshot".into()));
+        }
+        self.inner.save_snapshot_from(zxid, chunks)
+    }
+    fn purge(&self, keep: usize) -> Result<PurgeReport, StorageError> {
+        self.inner.purge(keep)
+    }
+    fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
+        self.inner.scan_log(scan, visit)
+    }
+    fn snapshot_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError> {
+        self.inner.snapshot_chunk(zxid, index)
+    }
+    fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
+        self.inner.log_bounds()
+    }
+    fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError> {
+        self.inner.snapshots()
+    }
+}
+
+async fn take_snapshot(handle: &Handle) -> Result<Zxid, String> {
+    let (tx, rx) = oneshot::channel();
+    handle.events.send(Event::Query(Query::TakeSnapshot(tx))).await.expect("owner running");
+    tokio::time::timeout(Duration::from_secs(10), rx).await.expect("answered, not left waiting").expect("answered")
+}
+
+#[tokio::test]
+async fn a_failed_snapshot_is_reported_and_the_next_one_succeeds() {
+    let text = "data_dir = \"unused\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n";
+    let config = ServerConfig::parse(text, None).expect("config");
+    let storage = Arc::new(FailingSnapshots { inner: MemStorage::new(), fail: AtomicUsize::new(1) });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let started = start(config, storage.clone(), stop_rx).expect("start");
+    let handle = started.handle.clone();
+    let err = take_snapshot(&handle).await.expect_err("the injected failure is reported");
+    assert!(err.contains("injected"), "{err}");
+    let report = handle.status_report().await.expect("status");
+    assert!(report.last_snapshot_error.as_deref().is_some_and(|e| e.contains("injected")));
+    // Before the fix the replica still counted the failed one as in flight:
+    // this request waited forever and no snapshot was ever taken again.
+    let zxid = take_snapshot(&handle).await.expect("the next snapshot is taken");
+    assert_eq!(storage.snapshots().expect("list").iter().map(|s| s.zxid).collect::<Vec<_>>(), [zxid]);
+    assert_eq!(handle.status_report().await.expect("status").last_snapshot_error, None);
+    let _ = stop_tx.send(true);
+    started.owner.await.expect("joined").expect("clean stop");
+}
