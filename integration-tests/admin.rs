@@ -264,6 +264,92 @@ fn one_leader_the_same_log_everywhere_filters_metrics_sessions_and_the_offline_r
     assert!(offline.iter().all(|d| d["committed"].is_null()), "offline, commitment is unknown and said so");
 }
 
+/// The answer to a four-letter word on member `id`'s ZooKeeper port.
+fn four_letter(ensemble: &Ensemble, id: u64, word: &str) -> String {
+    let addr = ensemble.members[id as usize - 1].ports.client;
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("client port");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(word.as_bytes()).expect("send the word");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// `mntr` as monitoring agents read it: one `key<TAB>value` per line.
+fn mntr(ensemble: &Ensemble, id: u64) -> BTreeMap<String, String> {
+    four_letter(ensemble, id, "mntr")
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once('\t').unwrap_or_else(|| panic!("mntr line without a tab: {l:?}"));
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn four_letter_words_tell_the_truth_in_the_formats_tools_parse() {
+    let _serial = serial();
+    let ensemble = Ensemble::start(3);
+    let rt = runtime();
+    let leader = rt.block_on(ensemble.leader(Duration::from_secs(10)));
+    let follower = ensemble.ids().into_iter().find(|id| *id != leader).expect("a follower");
+    let acl = Acl::open_unsafe();
+    let (client, _watch) = rt.block_on(async {
+        let c = connect(&ensemble.grpc(&[follower])).await;
+        c.create("/w", b"x", CreateMode::Persistent, &acl).await.expect("create");
+        let (_, _, watch) = c.get_data_and_watch("/w").await.expect("getData");
+        (c, watch)
+    });
+    let session = format!("sid=0x{:x},", client.session_id());
+
+    let m = mntr(&ensemble, leader);
+    assert_eq!(m["zk_server_state"], "leader");
+    assert_eq!((m["zk_followers"].as_str(), m["zk_synced_followers"].as_str()), ("2", "2"), "{m:?}");
+    assert!(m["zk_pending_syncs"].parse::<u64>().is_ok(), "{m:?}");
+    for key in ["zk_znode_count", "zk_watch_count", "zk_num_alive_connections", "zk_outstanding_requests"] {
+        assert!(m[key].parse::<u64>().is_ok(), "{key} in {m:?}");
+    }
+    let f = mntr(&ensemble, follower);
+    assert_eq!(f["zk_server_state"], "follower");
+    assert!(!f.contains_key("zk_followers"), "only a leader counts followers");
+    assert_eq!(f["zk_watch_count"], "1");
+
+    let srvr = four_letter(&ensemble, follower, "srvr");
+    assert!(srvr.starts_with("Zookeeper version: "), "{srvr}");
+    assert!(srvr.lines().any(|l| l == "Mode: follower"), "{srvr}");
+    assert!(srvr.lines().any(|l| l.strip_prefix("Node count: ").is_some_and(|n| n.parse::<u64>().is_ok())), "{srvr}");
+
+    // The connection's own figures, as ZooKeeper's dumpConnectionInfo prints them.
+    let cons = four_letter(&ensemble, follower, "cons");
+    let line = cons.lines().find(|l| l.contains(&session)).unwrap_or_else(|| panic!("{session} in {cons}"));
+    assert!(line.starts_with(" /127.0.0.1:") && line.contains("[1](queued=0,recved="), "{line}");
+    let field = |name: &str| -> String {
+        let start = line.find(&format!("{name}=")).unwrap_or_else(|| panic!("{name} in {line}")) + name.len() + 1;
+        line[start..].split([',', ')']).next().expect("a value").to_string()
+    };
+    assert!(field("recved").parse::<u64>().is_ok_and(|n| n >= 2), "{line}");
+    assert_eq!(field("lop"), "GETD", "{line}");
+    assert_eq!(field("to"), "20000", "{line}");
+    assert!(field("lzxid").starts_with("0x") && field("lzxid") != "0xffffffffffffffff", "{line}");
+    assert!(field("est").parse::<i64>().is_ok_and(|t| t > 1_600_000_000_000), "{line}");
+    for lat in ["llat", "minlat", "avglat", "maxlat"] {
+        assert!(field(lat).parse::<u64>().is_ok(), "{lat} in {line}");
+    }
+    let stat = four_letter(&ensemble, follower, "stat");
+    assert!(stat.starts_with("Zookeeper version: ") && stat.contains("\nClients:\n"), "{stat}");
+    assert!(stat.lines().any(|l| l.starts_with(" /127.0.0.1:") && l.ends_with(")") && !l.contains("sid=")), "{stat}");
+    assert!(stat.lines().any(|l| l == "Mode: follower"), "{stat}");
+
+    let conf = four_letter(&ensemble, follower, "conf");
+    let conf: BTreeMap<&str, &str> = conf.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(conf.get("maxClientCnxns"), Some(&"0"), "no per-address limit, as ZooKeeper says it");
+    assert_eq!(conf.get("tickTime"), Some(&"50"));
+    let wchs = four_letter(&ensemble, follower, "wchs");
+    assert_eq!(wchs, "1 connections watching 1 paths\nTotal watches:1\n");
+    assert_eq!(four_letter(&ensemble, follower, "ruok"), "imok");
+    drop(client);
+}
+
 #[test]
 fn the_follow_stream_delivers_every_commit_once_in_order_across_a_leader_kill() {
     let _serial = serial();

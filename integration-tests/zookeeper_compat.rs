@@ -61,7 +61,7 @@ fn four_letter(addr: SocketAddr, word: &str) -> String {
 
 /// The member whose ZooKeeper port serves `session` (from `cons`), if any.
 fn serving_member(e: &Ensemble, session: i64) -> Option<u64> {
-    let needle = format!("sid=0x{session:x})");
+    let needle = format!("sid=0x{session:x},");
     e.members.iter().find(|m| four_letter(m.ports.client, "cons").contains(&needle)).map(|m| m.id)
 }
 

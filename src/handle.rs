@@ -83,6 +83,8 @@ pub struct StatusReport {
     pub followers: Vec<FollowerProgress>,
     /// Why the last snapshot failed, until one succeeds.
     pub last_snapshot_error: Option<String>,
+    /// Syncs not yet answered.
+    pub pending_syncs: usize,
 }
 
 /// Per-connection and per-session details.
@@ -195,6 +197,8 @@ pub struct Handle {
     pub started: std::time::Instant,
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Every client connection's counters (`cons`, `stat`).
+    pub conns: Arc<crate::frontend::conn_stats::ConnRegistry>,
 }
 
 impl Handle {
@@ -214,6 +218,7 @@ impl Handle {
             applied,
             started: std::time::Instant::now(),
             metrics: Arc::default(),
+            conns: Arc::default(),
         }
     }
 

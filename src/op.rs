@@ -157,7 +157,21 @@ pub enum Op {
     CloseSession,
 }
 
+/// How an operation is named in metrics and in `cons`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpLabel {
+    /// [`Op::name`].
+    pub name: &'static str,
+    /// [`Op::abbreviation`].
+    pub abbreviation: &'static str,
+}
+
 impl Op {
+    /// Both names of the operation.
+    pub fn label(&self) -> OpLabel {
+        OpLabel { name: self.name(), abbreviation: self.abbreviation() }
+    }
+
     /// ZooKeeper's name of the operation (as its metrics and logs spell it).
     pub fn name(&self) -> &'static str {
         match self {
@@ -183,6 +197,35 @@ impl Op {
             Op::WhoAmI => "whoAmI",
             Op::Ping => "ping",
             Op::CloseSession => "closeSession",
+        }
+    }
+
+    /// ZooKeeper's four-letter abbreviation of the operation, as `cons`
+    /// prints it in `lop=`.
+    pub fn abbreviation(&self) -> &'static str {
+        match self {
+            Op::Create { .. } => "CREA",
+            Op::Delete { .. } => "DELE",
+            Op::Exists { .. } => "EXIS",
+            Op::GetData { .. } => "GETD",
+            Op::SetData { .. } => "SETD",
+            Op::GetAcl { .. } => "GETA",
+            Op::SetAcl { .. } => "SETA",
+            Op::GetChildren { .. } => "GETC",
+            Op::GetAllChildrenNumber { .. } => "GETACN",
+            Op::GetEphemerals { .. } => "GETE",
+            Op::Check { .. } => "CHEC",
+            Op::Multi(_) => "MULT",
+            Op::MultiRead(_) => "MLTR",
+            Op::Sync { .. } => "SYNC",
+            Op::AddWatch { .. } => "ADDW",
+            Op::RemoveWatches { .. } => "REMW",
+            Op::CheckWatches { .. } => "CHKW",
+            Op::SetWatches { .. } => "STW2",
+            Op::Auth { .. } => "AUTH",
+            Op::WhoAmI => "HOMI",
+            Op::Ping => "PING",
+            Op::CloseSession => "CLOS",
         }
     }
 

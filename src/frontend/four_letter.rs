@@ -2,7 +2,8 @@
 //! `srvr`'s `Mode:` line and `mntr`'s tab-separated keys). A word not in the
 //! configured whitelist gets ZooKeeper's refusal text.
 
-use crate::handle::{Handle, StatusReport};
+use crate::handle::{Details, Handle, StatusReport};
+use crate::replica::ConnSummary;
 use crate::wire::four_letter::FourLetterWord;
 use std::fmt::Write;
 
@@ -26,23 +27,21 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
     match word {
         FourLetterWord::Ruok => "imok".into(),
         FourLetterWord::Isro => "rw".into(),
-        FourLetterWord::Srvr => serving_or(&report, || srvr(handle, &report, outstanding)),
+        FourLetterWord::Srvr => serving_or(&report, || version_line() + &server_stats(handle, &report, outstanding)),
         FourLetterWord::Stat => serving_or(&report, || {
-            let mut out = String::from("Clients:\n");
+            let mut out = version_line() + "Clients:\n";
             for c in &details.connections {
-                let sid = c.session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
-                let _ = writeln!(out, " conn-{}[1](queued={},sid={sid})", c.conn, c.queued);
+                out.push_str(&connection_line(handle, c, &details, false));
             }
             out.push('\n');
-            out + &srvr(handle, &report, outstanding)
+            out + &server_stats(handle, &report, outstanding)
         }),
         FourLetterWord::Mntr => mntr(handle, &report, outstanding),
         FourLetterWord::Conf => conf(handle),
         FourLetterWord::Cons => {
             let mut out = String::new();
             for c in &details.connections {
-                let sid = c.session.map_or("none".to_string(), |s| format!("0x{:x}", s.0));
-                let _ = writeln!(out, " conn-{}[1](queued={},sid={sid})", c.conn, c.queued);
+                out.push_str(&connection_line(handle, c, &details, true));
             }
             out.push('\n');
             out
@@ -81,10 +80,43 @@ fn mode(handle: &Handle, report: &StatusReport) -> &'static str {
     report.status.role.name(handle.config.standalone())
 }
 
-fn srvr(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
+fn version_line() -> String {
+    format!("Zookeeper version: {VERSION}, built on unknown\n")
+}
+
+/// One connection as ZooKeeper's `dumpConnectionInfo` prints it: brief for
+/// `stat`, with the session and the last operation for `cons`.
+fn connection_line(handle: &Handle, c: &ConnSummary, details: &Details, full: bool) -> String {
+    let figures = handle.conns.get(c.conn);
+    let peer = figures.as_ref().and_then(|f| f.peer).map_or_else(|| "unknown".to_string(), |p| p.to_string());
+    let (received, sent) = figures.as_ref().map_or((0, 0), |f| (f.received, f.sent));
+    let mut out = format!(" /{peer}[1](queued={},recved={received},sent={sent}", c.queued);
+    if let (true, Some(session), Some(f)) = (full, c.session, figures) {
+        let timeout = details.sessions.iter().find(|(id, _)| *id == session).map_or(0, |(_, t)| *t);
+        let _ = write!(
+            out,
+            ",sid=0x{:x},lop={},est={},to={timeout},lcxid=0x{:x},lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+            session.0,
+            f.last_op,
+            f.established_ms,
+            f.last_xid,
+            f.last_zxid,
+            f.last_response_ms,
+            f.last_latency_ms,
+            f.min_latency_ms as u64,
+            f.avg_latency_ms as u64,
+            f.max_latency_ms as u64,
+        );
+    }
+    out.push_str(")\n");
+    out
+}
+
+/// The body `srvr` and `stat` share (ZooKeeper's `ServerStats.toString`).
+fn server_stats(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
     let stats = handle.stats.snapshot();
     format!(
-        "Zookeeper version: {VERSION}, built on unknown\nLatency min/avg/max: {:.0}/{:.4}/{:.0}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {outstanding}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
+        "Latency min/avg/max: {:.0}/{:.4}/{:.0}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {outstanding}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
         stats.min_ms,
         stats.avg_ms,
         stats.max_ms,
@@ -122,9 +154,10 @@ fn mntr(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
         lines.push(("zk_open_file_descriptor_count", fds.count().to_string()));
     }
     if report.status.role == crate::zab::Role::Leading && !handle.config.standalone() {
-        lines.push(("zk_followers", (report.ensemble_size - 1).to_string()));
-        lines.push(("zk_synced_followers", report.synced_followers.len().to_string()));
-        lines.push(("zk_pending_syncs", "0".into()));
+        // As the leader sees them: connected (syncing or synced), and synced.
+        lines.push(("zk_followers", report.followers.len().to_string()));
+        lines.push(("zk_synced_followers", report.followers.iter().filter(|f| f.synced).count().to_string()));
+        lines.push(("zk_pending_syncs", report.pending_syncs.to_string()));
     }
     let mut out = String::new();
     for (k, v) in lines {
@@ -145,7 +178,8 @@ fn conf(handle: &Handle) -> String {
     let _ = writeln!(out, "dataDir={}", me.data_dir.display());
     let _ = writeln!(out, "dataLogDir={}", me.data_dir.display());
     let _ = writeln!(out, "tickTime={}", c.tick_ms);
-    let _ = writeln!(out, "maxClientCnxns={}", super::zookeeper::MAX_CONNECTIONS);
+    // ZooKeeper's maxClientCnxns is a per-address limit; 0 says there is none.
+    let _ = writeln!(out, "maxClientCnxns=0");
     let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
     let _ = writeln!(out, "maxSessionTimeout={}", c.max_session_timeout_ms);
     let _ = writeln!(out, "serverId={}", c.id);

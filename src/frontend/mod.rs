@@ -6,6 +6,7 @@
 //! it (the connection's outbox registered, then the connect), the limit on
 //! requests in flight, reply accounting, and closing it.
 
+pub mod conn_stats;
 pub mod four_letter;
 pub mod zookeeper;
 
@@ -16,6 +17,8 @@ use crate::metrics::Metrics;
 use crate::op::Op;
 use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
 use bytes::Bytes;
+use conn_stats::ConnStats;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -30,6 +33,7 @@ pub struct Session {
     conn: ConnId,
     handle: Handle,
     in_flight: Arc<Semaphore>,
+    stats: Arc<ConnStats>,
 }
 
 /// The writing side of one client connection: what the replica tells it, in order.
@@ -38,23 +42,37 @@ pub struct Outbox {
     in_flight: Arc<Semaphore>,
     stats: Arc<ServerStats>,
     metrics: Arc<Metrics>,
+    conn_stats: Arc<ConnStats>,
 }
 
 impl Session {
-    /// Opens a connection and asks for its session (a new one, or one to
-    /// resume). None once the replica has stopped.
-    pub async fn open(handle: &Handle, request: ConnectRequest, identities: Vec<Id>) -> Option<(Session, Outbox)> {
+    /// Opens a connection from `peer` and asks for its session (a new one,
+    /// or one to resume). None once the replica has stopped.
+    pub async fn open(
+        handle: &Handle,
+        request: ConnectRequest,
+        identities: Vec<Id>,
+        peer: Option<SocketAddr>,
+    ) -> Option<(Session, Outbox)> {
         let conn = handle.next_conn();
+        let conn_stats = handle.conns.open(conn, peer);
         let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
-        handle.events.send(Event::Open { conn, tx }).await.ok()?;
         let new_password = Bytes::from(rand::random::<[u8; 16]>().to_vec());
-        if !handle.input(Input::Connect { conn, request, new_password, identities }).await {
+        let opened = handle.events.send(Event::Open { conn, tx }).await.is_ok()
+            && handle.input(Input::Connect { conn, request, new_password, identities }).await;
+        if !opened {
+            handle.conns.close(conn);
             return None;
         }
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-        let outbox =
-            Outbox { rx, in_flight: in_flight.clone(), stats: handle.stats.clone(), metrics: handle.metrics.clone() };
-        Some((Session { conn, handle: handle.clone(), in_flight }, outbox))
+        let outbox = Outbox {
+            rx,
+            in_flight: in_flight.clone(),
+            stats: handle.stats.clone(),
+            metrics: handle.metrics.clone(),
+            conn_stats: conn_stats.clone(),
+        };
+        Some((Session { conn, handle: handle.clone(), in_flight, stats: conn_stats }, outbox))
     }
 
     /// This connection's id.
@@ -76,18 +94,21 @@ impl Session {
     /// Hands a request to the replica (after [`reserve`](Self::reserve)); false once it has stopped.
     pub async fn request(&self, xid: i32, mut echo: Echo, op: Op) -> bool {
         self.handle.stats.received();
-        echo.op = op.name();
+        self.stats.received();
+        echo.op = op.label();
         self.handle.input(Input::Request { conn: self.conn, xid, echo, op }).await
     }
 
     /// A request the front end could not decode, answered with `error` in its turn.
     pub async fn bad_request(&self, xid: i32, echo: Echo, error: ZkError) -> bool {
         self.handle.stats.received();
+        self.stats.received();
         self.handle.input(Input::BadRequest { conn: self.conn, xid, echo, error }).await
     }
 
     /// The connection closed; the session lives on until it expires or resumes.
     pub async fn close(self) {
+        self.handle.conns.close(self.conn);
         self.handle.input(Input::Disconnect { conn: self.conn }).await;
     }
 }
@@ -110,17 +131,20 @@ impl Outbox {
     /// A reply frees its request's slot and records how long it took.
     fn account(&self, msg: &ClientMessage) {
         self.stats.sent();
-        if let ClientMessage::Reply { echo, reply, .. } = msg {
+        self.conn_stats.sent();
+        if let ClientMessage::Reply { xid, echo, zxid, reply } = msg {
             self.in_flight.add_permits(1);
             if let Some(arrived) = echo.arrived {
                 let elapsed = arrived.elapsed();
                 self.stats.latency(elapsed);
-                if !echo.op.is_empty() {
+                if !echo.op.name.is_empty() {
                     let result = match reply {
                         Ok(_) => "ok",
                         Err(e) => e.code.name(),
                     };
-                    self.metrics.request(echo.op, result, elapsed);
+                    self.metrics.request(echo.op.name, result, elapsed);
+                    let zxid = i64::try_from(zxid.0).unwrap_or(i64::MAX);
+                    self.conn_stats.replied(echo.op.abbreviation, *xid, zxid, elapsed);
                 }
             }
         }

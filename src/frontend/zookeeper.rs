@@ -14,6 +14,7 @@ use super::{four_letter, Outbox, Session};
 use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::handle::{stopped, Handle};
+use crate::op::OpLabel;
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
 use crate::wire::codec::{self, Decoded};
 use crate::wire::four_letter::four_letter_word;
@@ -122,7 +123,7 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop
         last_zxid_seen: connect.last_zxid_seen,
     };
     let identities = vec![Id::new("ip", peer.ip().to_string())];
-    let Some((session, outbox)) = Session::open(&handle, request, identities).await else { return };
+    let Some((session, outbox)) = Session::open(&handle, request, identities, Some(peer)).await else { return };
     // Fused: the reader waits on the writer from several places, and a
     // finished JoinHandle polled again makes tokio panic.
     let mut writer_task = tokio::spawn(write_loop(writer, outbox, connect)).fuse();
@@ -144,10 +145,10 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop
                     buf.advance(consumed);
                     let arrived = Some(Instant::now());
                     // No shape: the reply is header-only.
-                    let header_only = Echo { shape: None, arrived, op: "" };
+                    let header_only = Echo { shape: None, arrived, op: OpLabel::default() };
                     let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
-                            let echo = Echo { shape: Some(r.shape), arrived, op: "" };
+                            let echo = Echo { shape: Some(r.shape), arrived, op: OpLabel::default() };
                             session.request(r.xid, echo, r.op).await
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {

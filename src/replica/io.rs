@@ -27,8 +27,9 @@ pub struct Echo {
     /// When the request arrived, for latency statistics (the runtime's clock;
     /// the simulation leaves it empty).
     pub arrived: Option<Instant>,
-    /// The operation's name, for metrics (set when the request is handed in).
-    pub op: &'static str,
+    /// The operation's names, for metrics and `cons` (set when the request
+    /// is handed in; empty for a request that could not be decoded).
+    pub op: crate::op::OpLabel,
 }
 
 /// Something that happened to the replica. The server loop and the

@@ -284,6 +284,12 @@ impl Replica {
         self.conns.len()
     }
 
+    /// Syncs not yet answered: queued at the leader behind writes, or
+    /// waiting here for the tree to reach the zxid the leader named.
+    pub fn pending_syncs(&self) -> usize {
+        self.prep.pending_syncs() + self.conns.waiting_apply().count()
+    }
+
     /// Connections here, with their session (once attached), queue depth
     /// and when each was last heard from.
     pub fn connections(&self) -> Vec<ConnSummary> {

@@ -7,6 +7,7 @@ use crate::error::{ErrorCode, ZkError};
 use crate::frontend::{Outbox, Session};
 use crate::handle::Handle;
 use crate::ids::ServerId;
+use crate::op::OpLabel;
 use crate::proto::client as pb;
 use crate::replica::{ConnectRequest, Echo};
 use bytes::Bytes;
@@ -47,16 +48,22 @@ impl pb::zab_keeper_server::ZabKeeper for ClientService {
         &self,
         request: Request<Streaming<pb::ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let identities: Vec<Id> =
-            request.remote_addr().map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
+        let peer = request.remote_addr();
+        let identities: Vec<Id> = peer.map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
         let incoming = request.into_inner();
         let (out_tx, out_rx) = mpsc::channel(64);
-        tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities));
+        tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities, peer));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
 
-async fn serve(handle: Handle, mut incoming: Streaming<pb::ClientMessage>, out: Outgoing, identities: Vec<Id>) {
+async fn serve(
+    handle: Handle,
+    mut incoming: Streaming<pb::ClientMessage>,
+    out: Outgoing,
+    identities: Vec<Id>,
+    peer: Option<std::net::SocketAddr>,
+) {
     let connect = match incoming.message().await {
         Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Connect(c)) })) => c,
         Ok(Some(_)) => {
@@ -76,7 +83,7 @@ async fn serve(handle: Handle, mut incoming: Streaming<pb::ClientMessage>, out: 
         timeout_ms: connect.timeout_ms,
         last_zxid_seen: connect.last_zxid_seen,
     };
-    let Some((session, outbox)) = Session::open(&handle, request, identities).await else { return };
+    let Some((session, outbox)) = Session::open(&handle, request, identities, peer).await else { return };
     let mut writer = tokio::spawn(write_loop(outbox, out.clone(), handle.config.id));
     let mut broken: Option<String> = None;
     loop {
@@ -93,7 +100,7 @@ async fn serve(handle: Handle, mut incoming: Streaming<pb::ClientMessage>, out: 
             // The server ended the session (closed, expired, shutting down).
             _ = &mut writer => break,
         };
-        let echo = Echo { shape: None, arrived: Some(Instant::now()), op: "" };
+        let echo = Echo { shape: None, arrived: Some(Instant::now()), op: OpLabel::default() };
         let delivered = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 match op_from_pb(r.op) {

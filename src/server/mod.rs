@@ -327,6 +327,7 @@ impl Owner {
             ephemerals: tree.state().all_ephemerals().iter().map(|(_, p)| p.len()).sum(),
             followers: r.zab().follower_progress(),
             last_snapshot_error: self.last_snapshot_error.clone(),
+            pending_syncs: r.pending_syncs(),
         }
     }
 

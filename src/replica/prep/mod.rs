@@ -122,6 +122,11 @@ impl Prep {
         self.work.push_back(Work::CreateSession(new));
     }
 
+    /// Syncs (local or forwarded) waiting their turn behind queued writes.
+    pub fn pending_syncs(&self) -> usize {
+        self.work.iter().filter(|w| matches!(w, Work::Sync { .. })).count()
+    }
+
     /// A sync of a session attached to this member.
     pub fn sync(&mut self, session: SessionId, cxid: i32) {
         self.work.push_back(Work::Sync { origin: None, session, cxid });
