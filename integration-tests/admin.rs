@@ -219,6 +219,8 @@ fn one_leader_the_same_log_everywhere_filters_metrics_sessions_and_the_offline_r
     assert_eq!(row["ephemerals"][0], ephemeral.as_str());
     let watches = zkctl_json(&ensemble, 1, &["watches"]);
     assert!(watches.iter().any(|w| w["session"] == mine.as_str() && w["paths"][0] == "/app/watched"), "{watches:?}");
+    let by_path = zkctl_json(&ensemble, 1, &["watches", "--by-path"]);
+    assert!(by_path.iter().any(|w| w["path"] == "/app/watched" && w["sessions"][0] == mine.as_str()), "{by_path:?}");
 
     // Metrics parse, and their counters move with the workload.
     let before = creates_ok(&ensemble);

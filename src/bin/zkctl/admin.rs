@@ -64,8 +64,12 @@ pub enum AdminCommand {
         #[arg(long)]
         all: bool,
     },
-    /// Watches on this member, by session.
-    Watches,
+    /// Watches on this member, by session (or by path).
+    Watches {
+        /// One row per watched path with the sessions watching it.
+        #[arg(long)]
+        by_path: bool,
+    },
 }
 
 /// `zkctl admin log`.
@@ -335,11 +339,25 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
             }
         }
         AdminCommand::Sessions { all } => sessions(server, dialer, all, out).await?,
-        AdminCommand::Watches => {
+        AdminCommand::Watches { by_path } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.list_watches(pb::ListWatchesRequest {}).await;
             let reply = reply.map_err(|e| rpc_error(server, "list watches", e))?.into_inner();
-            if out.json {
+            if by_path {
+                let mut paths: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+                for s in &reply.sessions {
+                    for p in &s.paths {
+                        paths.entry(p).or_default().push(format!("{:#x}", s.session_id));
+                    }
+                }
+                if out.json {
+                    paths.iter().for_each(|(p, sessions)| out.doc(json!({ "path": p, "sessions": sessions })));
+                } else {
+                    let rows: Vec<Vec<String>> =
+                        paths.iter().map(|(p, sessions)| vec![p.to_string(), sessions.join(",")]).collect();
+                    out.line(&table(&["PATH", "SESSIONS"], &rows));
+                }
+            } else if out.json {
                 for s in &reply.sessions {
                     out.doc(json!({ "session": format!("{:#x}", s.session_id), "paths": s.paths }));
                 }
