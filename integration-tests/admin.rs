@@ -344,7 +344,7 @@ fn four_letter_words_tell_the_truth_in_the_formats_tools_parse() {
 
     let conf = four_letter(&ensemble, follower, "conf");
     let conf: BTreeMap<&str, &str> = conf.lines().filter_map(|l| l.split_once('=')).collect();
-    assert_eq!(conf.get("maxClientCnxns"), Some(&"0"), "no per-address limit, as ZooKeeper says it");
+    assert_eq!(conf.get("maxClientCnxns"), Some(&"60"), "the per-address limit, as ZooKeeper means it");
     assert_eq!(conf.get("tickTime"), Some(&"50"));
     let wchs = four_letter(&ensemble, follower, "wchs");
     assert_eq!(wchs, "1 connections watching 1 paths\nTotal watches:1\n");

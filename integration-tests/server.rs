@@ -145,7 +145,7 @@ fn bad_input_on_the_grpc_port_leaves_other_sessions_running() {
         // 3. A gRPC message cut short: its 5-byte prefix promises more than arrives.
         within(10, truncated_grpc_frame(&addr)).await;
 
-        // 4. A message over the server's decoding limit (64 MiB) on a resumed session.
+        // 4. A message over the server's decoding limit (3 MiB with the default data limit) on a resumed session.
         let huge = vec![0u8; 65 * 1024 * 1024];
         let (got, _) = within(30, raw_session(&addr, vec![resume.clone(), huge], usize::MAX)).await;
         let closing = got.iter().find_map(|m| match &m.kind {

@@ -21,7 +21,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{runtime, within, Ensemble};
+use support::{runtime, within, zk_wire, Ensemble};
 use zookeeper_client as zk;
 use zookeeper_client::{
     Acl, Acls, AddWatchMode, AuthId, AuthUser, Client, CreateMode, EventType, MultiReadResult, MultiWriteError,
@@ -501,37 +501,6 @@ fn an_expired_session_loses_its_ephemerals() {
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
 
-/// One ZooKeeper frame: a 4-byte big-endian length, then `payload`.
-fn frame(payload: &[u8]) -> Vec<u8> {
-    let mut out = (payload.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(payload);
-    out
-}
-
-/// A ConnectRequest reattaching `session` with a password it does not have.
-fn connect_frame(session: i64) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
-    p.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
-    p.extend_from_slice(&10_000i32.to_be_bytes()); // timeOut
-    p.extend_from_slice(&session.to_be_bytes());
-    p.extend_from_slice(&16i32.to_be_bytes());
-    p.extend_from_slice(&[7u8; 16]);
-    p.push(0); // readOnly
-    frame(&p)
-}
-
-/// A getData request for "/" with the given xid.
-fn get_data_frame(xid: i32) -> Vec<u8> {
-    let mut p = Vec::new();
-    p.extend_from_slice(&xid.to_be_bytes());
-    p.extend_from_slice(&4i32.to_be_bytes()); // OpCode.getData
-    p.extend_from_slice(&1i32.to_be_bytes());
-    p.extend_from_slice(b"/");
-    p.push(0); // no watch
-    frame(&p)
-}
-
 /// Regression: a connect the server refuses (its writer closes the socket)
 /// followed by pipelined requests made the reader poll the writer's finished
 /// JoinHandle twice, and tokio panicked. The side-by-side check caught it
@@ -540,9 +509,9 @@ fn get_data_frame(xid: i32) -> Vec<u8> {
 fn a_refused_connect_with_pipelined_requests_never_panics() {
     let ensemble = Ensemble::start(1);
     let addr: SocketAddr = ensemble.zookeeper(&[1]).parse().expect("one address");
-    let mut bytes = connect_frame(0x5eed_0000_0000_0001);
+    let mut bytes = zk_wire::connect_frame(0x5eed_0000_0000_0001);
     for xid in 1..=200 {
-        bytes.extend_from_slice(&get_data_frame(xid));
+        bytes.extend_from_slice(&zk_wire::get_data_frame(xid, "/"));
     }
     let mut refused = 0;
     for _ in 0..60 {

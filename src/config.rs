@@ -60,6 +60,16 @@ struct FileConfig {
     admin_allow_remote: Option<bool>,
     log_format: Option<String>,
     log_level: Option<String>,
+    max_frame_bytes: Option<usize>,
+    max_client_connections: Option<usize>,
+    max_client_connections_per_address: Option<usize>,
+    connect_timeout_ms: Option<u64>,
+    max_outstanding_per_session: Option<usize>,
+    max_queued_reply_bytes: Option<usize>,
+    max_watches_per_session: Option<usize>,
+    max_multi_ops: Option<usize>,
+    max_streams_per_grpc_connection: Option<u32>,
+    super_digest: Option<String>,
     #[serde(default)]
     server: Vec<FileMember>,
 }
@@ -126,6 +136,54 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// The log filter (tracing's EnvFilter syntax), if the file sets one.
     pub log_level: Option<String>,
+    /// Resource limits on clients.
+    pub limits: ClientLimits,
+    /// `super:<base64 sha1>`: whoever authenticates with the matching digest
+    /// credentials passes every ACL check (ZooKeeper's superDigest).
+    pub super_digest: Option<String>,
+}
+
+/// What one client, one address or one session may hold. Each refusal is a
+/// clear error or a logged close, never a stall of other clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Largest request frame on the ZooKeeper port (jute.maxbuffer); a
+    /// bigger one closes that connection, as ZooKeeper does.
+    pub max_frame_bytes: usize,
+    /// Connections one client port holds at once.
+    pub max_connections: usize,
+    /// Connections from one address per port (ZooKeeper's maxClientCnxns; 0: no cap).
+    pub max_connections_per_address: usize,
+    /// How long a new connection may take to send its connect request.
+    pub connect_timeout_ms: u64,
+    /// Requests one session may have unanswered; beyond it the server stops
+    /// reading that connection until replies go out.
+    pub max_outstanding_per_session: usize,
+    /// Reply bytes queued for a client that is not reading; beyond it the
+    /// connection is closed (the session lives on until it expires).
+    pub max_queued_reply_bytes: usize,
+    /// Watches one session may hold.
+    pub max_watches_per_session: usize,
+    /// Operations in one multi.
+    pub max_multi_ops: usize,
+    /// Sessions (HTTP/2 streams) one gRPC connection carries at once.
+    pub max_streams_per_grpc_connection: u32,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        ClientLimits {
+            max_frame_bytes: 0xf_ffff,
+            max_connections: 10_000,
+            max_connections_per_address: 60,
+            connect_timeout_ms: 10_000,
+            max_outstanding_per_session: 1_000,
+            max_queued_reply_bytes: 32 << 20,
+            max_watches_per_session: 100_000,
+            max_multi_ops: 10_000,
+            max_streams_per_grpc_connection: 100,
+        }
+    }
 }
 
 /// How the server writes its log lines.
@@ -247,6 +305,59 @@ impl ServerConfig {
             tracing_subscriber::EnvFilter::try_new(level)
                 .map_err(|e| invalid("log_level", format!("{level:?} is not a log filter: {e}")))?;
         }
+        let d = ClientLimits::default();
+        let at_least = |key: &str, value: Option<usize>, default: usize, min: usize| match value {
+            Some(v) if v < min => Err(invalid(key, format!("must be at least {min}, got {v}"))),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        };
+        let limits = ClientLimits {
+            max_frame_bytes: at_least("max_frame_bytes", file.max_frame_bytes, d.max_frame_bytes, 1024)?,
+            max_connections: at_least("max_client_connections", file.max_client_connections, d.max_connections, 1)?,
+            max_connections_per_address: file
+                .max_client_connections_per_address
+                .unwrap_or(d.max_connections_per_address),
+            connect_timeout_ms: match file.connect_timeout_ms {
+                Some(0) => return Err(invalid("connect_timeout_ms", "must be at least 1")),
+                Some(ms) => ms,
+                None => d.connect_timeout_ms,
+            },
+            max_outstanding_per_session: at_least(
+                "max_outstanding_per_session",
+                file.max_outstanding_per_session,
+                d.max_outstanding_per_session,
+                1,
+            )?,
+            max_queued_reply_bytes: at_least(
+                "max_queued_reply_bytes",
+                file.max_queued_reply_bytes,
+                d.max_queued_reply_bytes,
+                1 << 20,
+            )?,
+            max_watches_per_session: at_least(
+                "max_watches_per_session",
+                file.max_watches_per_session,
+                d.max_watches_per_session,
+                1,
+            )?,
+            max_multi_ops: at_least("max_multi_ops", file.max_multi_ops, d.max_multi_ops, 1)?,
+            max_streams_per_grpc_connection: match file.max_streams_per_grpc_connection {
+                Some(0) => return Err(invalid("max_streams_per_grpc_connection", "must be at least 1")),
+                Some(n) => n,
+                None => d.max_streams_per_grpc_connection,
+            },
+        };
+        if let Some(digest) = &file.super_digest {
+            let well_formed = digest
+                .split_once(':')
+                .is_some_and(|(user, hash)| !user.is_empty() && hash.len() == 28 && hash.ends_with('='));
+            if !well_formed {
+                return Err(invalid(
+                    "super_digest",
+                    "expected USER:BASE64_SHA1 as ZooKeeper's DigestAuthenticationProvider generates it, e.g. super:D/InIHSb7yEEbrWz8b9l71RjZJU=",
+                ));
+            }
+        }
         if file.server.is_empty() {
             return Err(invalid("server", "at least one [[server]] entry is required"));
         }
@@ -334,6 +445,8 @@ impl ServerConfig {
             admin_token,
             log_format,
             log_level: file.log_level,
+            limits,
+            super_digest: file.super_digest,
         })
     }
 
@@ -423,6 +536,21 @@ grpc_addr = "127.0.0.1:3183"
         assert!(err(&format!("log_format = \"xml\"\n{THREE}"), Some(1)).contains("`log_format`"));
         let json = ServerConfig::parse(&format!("log_format = \"json\"\n{THREE}"), Some(1)).unwrap();
         assert_eq!(json.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn client_limits_have_zookeepers_defaults_and_are_checked() {
+        let c = ServerConfig::parse(THREE, Some(1)).unwrap();
+        assert_eq!((c.limits.max_frame_bytes, c.limits.max_connections_per_address), (1_048_575, 60));
+        assert!(err(&format!("max_frame_bytes = 10\n{THREE}"), Some(1)).contains("`max_frame_bytes`"));
+        assert!(err(&format!("connect_timeout_ms = 0\n{THREE}"), Some(1)).contains("`connect_timeout_ms`"));
+        assert!(err(&format!("super_digest = \"nocolon\"\n{THREE}"), Some(1)).contains("`super_digest`"));
+        let text = format!(
+            "super_digest = \"super:D/InIHSb7yEEbrWz8b9l71RjZJU=\"\nmax_client_connections_per_address = 0\n{THREE}"
+        );
+        let c = ServerConfig::parse(&text, Some(1)).unwrap();
+        assert_eq!(c.limits.max_connections_per_address, 0);
+        assert!(c.super_digest.is_some());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::ids::{Epoch, ServerId, Zxid};
 use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
 use crate::storage::Storage;
 use crate::zab::{FollowerProgress, Status};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -25,6 +25,8 @@ pub enum Event {
         conn: ConnId,
         /// Its outbox.
         tx: mpsc::Sender<ClientMessage>,
+        /// Bytes queued in the outbox, not yet taken by the connection's writer.
+        queued_bytes: Arc<AtomicUsize>,
     },
     /// A question from the admin API or a four-letter word.
     Query(Query),

@@ -229,6 +229,18 @@ impl Op {
         }
     }
 
+    /// How many watches the op may leave (for the per-session cap).
+    pub fn watches_left(&self) -> usize {
+        match self {
+            Op::Exists { watch, .. } | Op::GetData { watch, .. } | Op::GetChildren { watch, .. } => usize::from(*watch),
+            Op::AddWatch { .. } => 1,
+            Op::SetWatches { data, exist, child, persistent, persistent_recursive, .. } => {
+                data.len() + exist.len() + child.len() + persistent.len() + persistent_recursive.len()
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether the op changes replicated state and so goes through the leader.
     pub fn is_write(&self) -> bool {
         matches!(

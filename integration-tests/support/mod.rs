@@ -379,6 +379,51 @@ pub async fn connect(address: &str) -> zabkeeper::client::Client {
     zabkeeper::client::Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
 }
 
+/// Raw ZooKeeper frames, for tests that must misbehave as a client library never would.
+pub mod zk_wire {
+    /// One ZooKeeper frame: a 4-byte big-endian length, then `payload`.
+    pub fn frame(payload: &[u8]) -> Vec<u8> {
+        let mut out = (payload.len() as i32).to_be_bytes().to_vec();
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// A ConnectRequest: a new session for `session` 0, else a reattach with
+    /// a password it does not have.
+    pub fn connect_frame(session: i64) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&0i32.to_be_bytes()); // protocolVersion
+        p.extend_from_slice(&0i64.to_be_bytes()); // lastZxidSeen
+        p.extend_from_slice(&10_000i32.to_be_bytes()); // timeOut
+        p.extend_from_slice(&session.to_be_bytes());
+        p.extend_from_slice(&16i32.to_be_bytes());
+        p.extend_from_slice(&[7u8; 16]);
+        p.push(0); // readOnly
+        frame(&p)
+    }
+
+    /// A getData request for `path` (no watch) with the given xid.
+    pub fn get_data_frame(xid: i32, path: &str) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&xid.to_be_bytes());
+        p.extend_from_slice(&4i32.to_be_bytes()); // OpCode.getData
+        p.extend_from_slice(&(path.len() as i32).to_be_bytes());
+        p.extend_from_slice(path.as_bytes());
+        p.push(0); // no watch
+        frame(&p)
+    }
+}
+
+/// The resident memory of process `pid`, bytes (from /proc).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// A two-thread runtime for a test's async part.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("a runtime")

@@ -178,8 +178,8 @@ fn conf(handle: &Handle) -> String {
     let _ = writeln!(out, "dataDir={}", me.data_dir.display());
     let _ = writeln!(out, "dataLogDir={}", me.data_dir.display());
     let _ = writeln!(out, "tickTime={}", c.tick_ms);
-    // ZooKeeper's maxClientCnxns is a per-address limit; 0 says there is none.
-    let _ = writeln!(out, "maxClientCnxns=0");
+    // ZooKeeper's maxClientCnxns is the per-address limit (0: none).
+    let _ = writeln!(out, "maxClientCnxns={}", c.limits.max_connections_per_address);
     let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
     let _ = writeln!(out, "maxSessionTimeout={}", c.max_session_timeout_ms);
     let _ = writeln!(out, "serverId={}", c.id);

@@ -8,6 +8,7 @@
 
 pub mod conn_stats;
 pub mod four_letter;
+pub mod limits;
 pub mod zookeeper;
 
 use crate::acl::Id;
@@ -19,14 +20,13 @@ use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
 use bytes::Bytes;
 use conn_stats::ConnStats;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, Semaphore};
 
-/// Most messages queued for one client before it is considered stuck and dropped.
+/// Most messages queued for one client before it is considered stuck and
+/// dropped (beside the byte cap, `max_queued_reply_bytes`).
 pub const CLIENT_QUEUE: usize = 16_384;
-/// Most requests one connection may have in flight; beyond it the front end
-/// stops reading that connection (TCP backpressure) until replies go out.
-pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 1024;
 
 /// The reading side of one client connection: requests into the replica.
 pub struct Session {
@@ -43,6 +43,7 @@ pub struct Outbox {
     stats: Arc<ServerStats>,
     metrics: Arc<Metrics>,
     conn_stats: Arc<ConnStats>,
+    queued_bytes: Arc<AtomicUsize>,
 }
 
 impl Session {
@@ -57,20 +58,24 @@ impl Session {
         let conn = handle.next_conn();
         let conn_stats = handle.conns.open(conn, peer);
         let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+        let queued_bytes = Arc::new(AtomicUsize::new(0));
         let new_password = Bytes::from(rand::random::<[u8; 16]>().to_vec());
-        let opened = handle.events.send(Event::Open { conn, tx }).await.is_ok()
+        let opened = handle.events.send(Event::Open { conn, tx, queued_bytes: queued_bytes.clone() }).await.is_ok()
             && handle.input(Input::Connect { conn, request, new_password, identities }).await;
         if !opened {
             handle.conns.close(conn);
             return None;
         }
-        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+        // Beyond this many unanswered requests the front end stops reading
+        // the connection (TCP backpressure) until replies go out.
+        let in_flight = Arc::new(Semaphore::new(handle.config.limits.max_outstanding_per_session));
         let outbox = Outbox {
             rx,
             in_flight: in_flight.clone(),
             stats: handle.stats.clone(),
             metrics: handle.metrics.clone(),
             conn_stats: conn_stats.clone(),
+            queued_bytes,
         };
         Some((Session { conn, handle: handle.clone(), in_flight, stats: conn_stats }, outbox))
     }
@@ -130,6 +135,7 @@ impl Outbox {
 
     /// A reply frees its request's slot and records how long it took.
     fn account(&self, msg: &ClientMessage) {
+        self.queued_bytes.fetch_sub(msg.approximate_size(), Ordering::Relaxed);
         self.stats.sent();
         self.conn_stats.sent();
         if let ClientMessage::Reply { xid, echo, zxid, reply } = msg {

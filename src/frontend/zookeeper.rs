@@ -1,6 +1,9 @@
-//! The ZooKeeper client port: an accept loop (at most [`MAX_CONNECTIONS`]
-//! at once), and per connection a reader that turns frames into requests
-//! for the replica and a writer that turns the replica's messages into frames.
+//! The ZooKeeper client port: an accept loop (within the connection caps of
+//! [`limits`](super::limits)), and per connection a reader that turns frames
+//! into requests for the replica and a writer that turns the replica's
+//! messages into frames. A connection must send its connect request within
+//! `connect_timeout_ms`, and a frame longer than `max_frame_bytes`
+//! (jute.maxbuffer) closes it, as ZooKeeper closes it; its session lives on.
 //!
 //! Each request carries its reply shape (and arrival time) to the replica in
 //! an [`Echo`], which comes back with the reply, so the writer encodes each
@@ -10,6 +13,7 @@
 //! that cannot be read closes this connection only, with a log line; every
 //! other connection carries on.
 
+use super::limits::ConnectionLimits;
 use super::{four_letter, Outbox, Session};
 use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
@@ -18,25 +22,24 @@ use crate::op::OpLabel;
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
 use crate::wire::codec::{self, Decoded};
 use crate::wire::four_letter::four_letter_word;
+use crate::wire::four_letter::FourLetterWord;
 use crate::wire::frame::{check_frame, FrameStatus, LEN_PREFIX};
 use crate::wire::opcode::OpCode;
 use crate::wire::records::{self, ConnectResponse};
 use bytes::{Buf, BytesMut};
 use futures::future::{FusedFuture, FutureExt};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
-
-/// Most client connections served at once on this port.
-pub const MAX_CONNECTIONS: usize = 10_000;
+use tokio::sync::watch;
 
 /// Accepts connections until `stop` turns true.
 pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receiver<bool>) -> Result<(), String> {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let limits = handle.config.limits;
+    let slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
     let mut backoff = Duration::from_millis(10);
     let connection_stop = stop.clone();
     loop {
@@ -45,9 +48,12 @@ pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receive
             accepted = listener.accept() => match accepted {
                 Ok((socket, peer)) => {
                     backoff = Duration::from_millis(10);
-                    let Ok(permit) = slots.clone().try_acquire_owned() else {
-                        tracing::warn!(%peer, "too many connections; refusing");
-                        continue;
+                    let permit = match slots.admit(peer.ip()) {
+                        Ok(permit) => permit,
+                        Err(refused) => {
+                            tracing::warn!(%peer, %refused, "connection refused");
+                            continue;
+                        }
                     };
                     let handle = handle.clone();
                     let stop = connection_stop.clone();
@@ -67,52 +73,39 @@ pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receive
     }
 }
 
-/// Bytes a frame may carry beyond the largest node data (paths, ACLs, headers).
-pub const FRAME_SLACK: usize = 64 * 1024;
-
 /// Serves one accepted socket until either side closes it.
 pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop: watch::Receiver<bool>) {
     let _ = socket.set_nodelay(true);
     let (mut reader, mut writer) = socket.into_split();
-    let max_frame = handle.config.max_data_bytes + FRAME_SLACK;
+    let max_frame = handle.config.limits.max_frame_bytes;
     let mut buf = BytesMut::with_capacity(8 * 1024);
-
-    // The first four bytes are either a length prefix or a four-letter word.
-    while buf.len() < LEN_PREFIX {
-        match reader.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-    }
-    let first: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
-    if let Some(word) = four_letter_word(first) {
-        let text = four_letter::answer(word, &handle).await;
-        let _ = writer.write_all(text.as_bytes()).await;
-        let _ = writer.shutdown().await;
-        return;
-    }
-
-    let connect = loop {
-        match check_frame(&buf, max_frame) {
-            FrameStatus::Frame { payload, consumed } => {
-                let decoded = codec::decode_connect(payload);
-                buf.advance(consumed);
-                match decoded {
-                    Ok(c) => break c,
-                    Err(e) => {
-                        tracing::info!(%peer, error = %e, "malformed ConnectRequest; closing");
-                        return;
-                    }
-                }
-            }
-            FrameStatus::Incomplete { .. } => match reader.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
+    let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
+    let opening = tokio::time::timeout(deadline, async {
+        // The first four bytes are either a length prefix or a four-letter word.
+        while buf.len() < LEN_PREFIX {
+            match reader.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return None,
                 Ok(_) => {}
-            },
-            FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
-                tracing::info!(%peer, len, "ConnectRequest length out of range; closing");
-                return;
             }
+        }
+        let first: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
+        if let Some(word) = four_letter_word(first) {
+            return Some(Opening::Word(word));
+        }
+        read_connect(&mut reader, &mut buf, max_frame, peer).await.map(Opening::Connect)
+    });
+    let connect = match opening.await {
+        Ok(Some(Opening::Connect(connect))) => connect,
+        Ok(Some(Opening::Word(word))) => {
+            let text = four_letter::answer(word, &handle).await;
+            let _ = writer.write_all(text.as_bytes()).await;
+            let _ = writer.shutdown().await;
+            return;
+        }
+        Ok(None) => return,
+        Err(_) => {
+            tracing::info!(%peer, ?deadline, "no connect request in time; closing");
+            return;
         }
     };
 
@@ -189,6 +182,45 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop
     // The writer ends once the owner drops this connection's sender.
     if !writer_task.is_terminated() {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
+    }
+}
+
+/// How a connection opens: a four-letter word or a session's connect request.
+enum Opening {
+    Word(FourLetterWord),
+    Connect(records::ConnectRequest),
+}
+
+/// Reads the connect request (the first frame); None when the connection
+/// ends first or sends something that is not one.
+async fn read_connect(
+    reader: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    max_frame: usize,
+    peer: SocketAddr,
+) -> Option<records::ConnectRequest> {
+    loop {
+        match check_frame(buf, max_frame) {
+            FrameStatus::Frame { payload, consumed } => {
+                let decoded = codec::decode_connect(payload);
+                buf.advance(consumed);
+                return match decoded {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        tracing::info!(%peer, error = %e, "malformed ConnectRequest; closing");
+                        None
+                    }
+                };
+            }
+            FrameStatus::Incomplete { .. } => match reader.read_buf(buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            },
+            FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
+                tracing::info!(%peer, len, "ConnectRequest length out of range; closing");
+                return None;
+            }
+        }
     }
 }
 

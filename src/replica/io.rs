@@ -6,7 +6,7 @@
 use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{Epoch, ServerId, SessionId, Zxid};
-use crate::op::{Op, Reply};
+use crate::op::{MultiItem, Op, OpResult, Reply};
 pub use crate::session::{ConnId, ConnectRequest};
 use crate::tree::watch::WatchEvent;
 use crate::tree::TreeState;
@@ -151,9 +151,46 @@ pub enum ClientMessage {
 }
 
 impl ClientMessage {
+    /// About how many bytes the message takes once encoded: what a client
+    /// that does not read lets pile up (paths, data and names; a fixed
+    /// amount for headers and Stats).
+    pub fn approximate_size(&self) -> usize {
+        MESSAGE_OVERHEAD
+            + match self {
+                ClientMessage::Reply { reply: Ok(r), .. } => result_size(r),
+                ClientMessage::Reply { reply: Err(e), .. } => e.path.len() + e.reason.len(),
+                ClientMessage::Event(e) => e.path.len(),
+                ClientMessage::Connected { password, .. } => password.len(),
+                ClientMessage::ConnectFailed { reason, .. } | ClientMessage::Close { reason, .. } => reason.len(),
+            }
+    }
+
     /// Whether nothing follows this message on its connection.
     pub fn is_last(&self) -> bool {
         matches!(self, ClientMessage::Close { .. } | ClientMessage::ConnectFailed { .. })
+    }
+}
+
+/// What a message costs beside its variable parts (headers, a Stat).
+const MESSAGE_OVERHEAD: usize = 96;
+
+/// The variable part of a result's encoded size.
+fn result_size(r: &OpResult) -> usize {
+    let strings = |v: &[String]| v.iter().map(|s| s.len() + 4).sum::<usize>();
+    match r {
+        OpResult::Created { path, .. } | OpResult::Synced(path) => path.len(),
+        OpResult::Data { data, .. } => data.len(),
+        OpResult::Children { children, .. } | OpResult::Paths(children) => strings(children),
+        OpResult::Acl { acl, .. } => acl.iter().map(|a| a.id.scheme.len() + a.id.id.len() + 12).sum(),
+        OpResult::Identities(ids) => ids.iter().map(|i| i.scheme.len() + i.id.len() + 8).sum(),
+        OpResult::Multi(items) => items
+            .iter()
+            .map(|i| match i {
+                MultiItem::Ok(r) => MESSAGE_OVERHEAD + result_size(r),
+                MultiItem::Err(_) => 8,
+            })
+            .sum(),
+        OpResult::Stat(_) | OpResult::Count(_) | OpResult::Empty => 0,
     }
 }
 

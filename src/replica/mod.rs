@@ -70,6 +70,8 @@ pub struct Config {
     pub catch_up_ticks: u64,
     /// Snapshot chunk size for SNAP sync.
     pub snapshot_chunk_bytes: usize,
+    /// The digest id (`user:base64 sha1`) whose holder is the superuser.
+    pub super_digest: Option<String>,
 }
 
 impl Config {
@@ -86,6 +88,7 @@ impl Config {
             reap_interval_ticks: 10,
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
+            super_digest: None,
         }
     }
 }

@@ -18,7 +18,7 @@ impl Replica {
         // Malformed writes fail here with a precise reason and no round trip;
         // the reply still waits its turn in the queue.
         let refused = match check::validate(&op, &c.identities, self.config.limits) {
-            Err(e) if op.is_write() => Some(e),
+            Err(e) if op.is_write() || matches!(op, Op::MultiRead(_)) => Some(e),
             _ => None,
         };
         c.queue.push(xid, echo, op, refused);
@@ -98,13 +98,27 @@ impl Replica {
         let reply: Reply = match op {
             Op::Auth { scheme, auth } => match acl::authenticate(scheme, auth) {
                 Ok(id) => {
-                    if !c.identities.contains(&id) {
-                        c.identities.push(id);
+                    // ZooKeeper's superDigest: these credentials pass every ACL check.
+                    let is_super = id.scheme == "digest" && self.config.super_digest.as_deref() == Some(id.id.as_str());
+                    for id in std::iter::once(id).chain(is_super.then(|| acl::Id::new("super", ""))) {
+                        if !c.identities.contains(&id) {
+                            c.identities.push(id);
+                        }
                     }
                     Ok(OpResult::Empty)
                 }
                 Err(e) => Err(ZkError::with_reason(ErrorCode::AuthFailed, "", e.to_string())),
             },
+            op if self.tree.watches().paths_of(session) + op.watches_left()
+                > self.config.limits.max_watches_per_session =>
+            {
+                let limit = self.config.limits.max_watches_per_session;
+                let reason = format!(
+                    "the session watches {} paths, at most {limit} (max_watches_per_session)",
+                    self.tree.watches().paths_of(session)
+                );
+                Err(ZkError::with_reason(ErrorCode::BadArguments, op.path().unwrap_or(""), reason))
+            }
             op => {
                 let outcome = reads::execute(&mut self.tree, session, &c.identities, op);
                 for event in outcome.events {

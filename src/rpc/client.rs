@@ -64,7 +64,12 @@ async fn serve(
     identities: Vec<Id>,
     peer: Option<std::net::SocketAddr>,
 ) {
-    let connect = match incoming.message().await {
+    let deadline = std::time::Duration::from_millis(handle.config.limits.connect_timeout_ms);
+    let Ok(first) = tokio::time::timeout(deadline, incoming.message()).await else {
+        let _ = out.send(Err(Status::deadline_exceeded(format!("no Connect within {deadline:?}")))).await;
+        return;
+    };
+    let connect = match first {
         Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Connect(c)) })) => c,
         Ok(Some(_)) => {
             let _ = out.send(Ok(closing(ErrorCode::BadArguments, "the first message must be Connect"))).await;

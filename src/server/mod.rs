@@ -66,6 +66,9 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.min_session_timeout_ms = config.min_session_timeout_ms;
     c.max_session_timeout_ms = config.max_session_timeout_ms;
     c.limits.max_data_bytes = config.max_data_bytes;
+    c.limits.max_multi_ops = config.limits.max_multi_ops;
+    c.limits.max_watches_per_session = config.limits.max_watches_per_session;
+    c.super_digest = config.super_digest.clone();
     c.snapshot_every = config.snapshot_every;
     c
 }
@@ -144,7 +147,8 @@ struct Owner {
     storage: Arc<dyn Storage>,
     storage_tx: Option<mpsc::UnboundedSender<storage_worker::Batch>>,
     transport: Transport,
-    conns: HashMap<ConnId, mpsc::Sender<ClientMessage>>,
+    /// Each connection's outbox and the bytes queued in it.
+    conns: HashMap<ConnId, (mpsc::Sender<ClientMessage>, Arc<std::sync::atomic::AtomicUsize>)>,
     /// Connections that went away this turn.
     leaving: Vec<ConnId>,
     events_tx: mpsc::Sender<Event>,
@@ -263,8 +267,8 @@ impl Owner {
                 }
                 self.replica.handle(input);
             }
-            Event::Open { conn, tx } => {
-                self.conns.insert(conn, tx);
+            Event::Open { conn, tx, queued_bytes } => {
+                self.conns.insert(conn, (tx, queued_bytes));
             }
             Event::Query(q) => self.on_query(q),
             Event::StorageFailed(e) => {
@@ -378,11 +382,28 @@ impl Owner {
     /// Delivers a client message; false when the client cannot keep up.
     fn deliver(&mut self, conn: ConnId, msg: ClientMessage) -> bool {
         let last = msg.is_last();
-        let Some(tx) = self.conns.get(&conn) else { return true };
+        let Some((tx, queued)) = self.conns.get(&conn) else { return true };
+        let size = msg.approximate_size();
+        let cap = self.config.limits.max_queued_reply_bytes;
+        let before = queued.fetch_add(size, std::sync::atomic::Ordering::Relaxed);
+        if before + size > cap && !last {
+            queued.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                conn,
+                queued = before,
+                cap,
+                "client is not reading its replies; closing its connection (its session lives on)"
+            );
+            return false;
+        }
         let ok = match tx.try_send(msg) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(conn, "client is not reading its replies; dropping the connection");
+                queued.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(
+                    conn,
+                    "client is not reading its replies; closing its connection (its session lives on)"
+                );
                 false
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -445,7 +466,7 @@ impl Owner {
         tracing::info!("shutting down: closing client connections and flushing the log");
         // Ends followers' streams so the peer server's graceful stop need not wait for them.
         self.transport.shut_down();
-        for (_, tx) in self.conns.drain() {
+        for (_, (tx, _)) in self.conns.drain() {
             let _ = tx.try_send(ClientMessage::Close {
                 error: ErrorCode::ConnectionLoss,
                 reason: "the server is shutting down".into(),

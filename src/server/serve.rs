@@ -3,6 +3,7 @@
 
 use super::{start, ServerError};
 use crate::config::ServerConfig;
+use crate::frontend::limits::{limited_incoming, ConnectionLimits};
 use crate::proto::{
     admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
 };
@@ -102,9 +103,17 @@ pub async fn serve(
         )
         .serve_with_incoming_shutdown(incoming(peer_listener), stopped(stop_rx.clone()));
     let client = ClientService::new(handle.clone());
+    let limits = handle.config.limits;
+    let grpc_slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
+    // Twice the largest node data, plus room for paths and ACLs: a value
+    // over the data limit still decodes and is refused with that limit's
+    // own error; only an absurd message is cut off by the transport.
+    let max_message =
+        (2 * handle.config.max_data_bytes.max(limits.max_frame_bytes) + (1 << 20)).min(MAX_CLIENT_MESSAGE);
     let client_server = tonic::transport::Server::builder()
-        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(MAX_CLIENT_MESSAGE))
-        .serve_with_incoming_shutdown(incoming(grpc_listener), stopped(stop_rx.clone()));
+        .max_concurrent_streams(Some(limits.max_streams_per_grpc_connection))
+        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(max_message))
+        .serve_with_incoming_shutdown(limited_incoming(grpc_listener, grpc_slots), stopped(stop_rx.clone()));
     let mut tasks = vec![tokio::spawn(async move { peer_server.await.map_err(|e| e.to_string()) })];
     tasks.push(tokio::spawn(async move { client_server.await.map_err(|e| e.to_string()) }));
     if let Some(listener) = admin_listener {

@@ -245,6 +245,11 @@ impl WatchManager {
         }
     }
 
+    /// How many paths `session` watches.
+    pub fn paths_of(&self, session: SessionId) -> usize {
+        self.by_session.get(&session).map_or(0, HashSet::len)
+    }
+
     /// Total number of (path, session, kind) watches.
     pub fn count(&self) -> usize {
         [&self.data, &self.child, &self.persistent, &self.recursive]

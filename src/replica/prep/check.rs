@@ -27,11 +27,15 @@ use std::sync::Arc;
 pub struct Limits {
     /// The largest node data accepted, in bytes (ZooKeeper's jute.maxbuffer).
     pub max_data_bytes: usize,
+    /// Most operations in one multi or multiRead.
+    pub max_multi_ops: usize,
+    /// Most paths one session may watch.
+    pub max_watches_per_session: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_data_bytes: 1024 * 1024 }
+        Limits { max_data_bytes: 1024 * 1024, max_multi_ops: 10_000, max_watches_per_session: 100_000 }
     }
 }
 
@@ -171,6 +175,17 @@ pub fn validate(op: &Op, identities: &[Id], limits: Limits) -> Result<(), ZkErro
         }
         Op::Check { path, .. } => {
             path::validate(path, false).map_err(|e| bad_path(path, e))?;
+        }
+        Op::Multi(ops) | Op::MultiRead(ops) if ops.len() > limits.max_multi_ops => {
+            return Err(ZkError::with_reason(
+                ErrorCode::BadArguments,
+                "",
+                format!(
+                    "a multi of {} operations; at most {} are allowed (max_multi_ops)",
+                    ops.len(),
+                    limits.max_multi_ops
+                ),
+            ));
         }
         Op::Multi(ops) => {
             for op in ops {
@@ -625,6 +640,18 @@ mod tests {
     }
 
     #[test]
+    fn a_multi_over_the_op_limit_is_refused_before_any_lookup() {
+        let limits = Limits { max_multi_ops: 3, ..Limits::default() };
+        let check = |path: &str| Op::Check { path: path.into(), version: -1 };
+        let ops: Vec<Op> = (0..4).map(|i| check(&format!("/n{i}"))).collect();
+        let err = validate(&Op::Multi(ops.clone()), &[], limits).unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadArguments);
+        assert!(err.reason.contains("max_multi_ops"), "{}", err.reason);
+        assert!(validate(&Op::MultiRead(ops[..3].to_vec()), &[], limits).is_ok());
+        assert!(validate(&Op::MultiRead(ops), &[], limits).is_err());
+    }
+
+    #[test]
     fn failed_multi_rolls_back_its_pending_changes() {
         let mut l = Leader::new();
         let multi = Op::Multi(vec![
@@ -705,7 +732,7 @@ mod tests {
 
     #[test]
     fn stateless_validation_gives_reasons() {
-        let limits = Limits { max_data_bytes: 4 };
+        let limits = Limits { max_data_bytes: 4, ..Limits::default() };
         let op = Op::SetData { path: "/a".into(), data: Bytes::from_static(b"12345"), version: -1 };
         let err = validate(&op, &[], limits).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArguments);
