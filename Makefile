@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper
+.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -20,6 +20,13 @@ build:
 ## Runs every test: unit, property, simulation and integration (real processes on loopback).
 test:
 	$(CARGO) test --all-targets
+
+## The simulation at scale, in release mode: SIM_SEEDS seeded schedules of
+## 3 replicas and as many of 5 (CI runs 5000 of each). A failure prints
+## the seed that replays it.
+SIM_SEEDS ?= 5000
+soak:
+	SIM_SEEDS=$(SIM_SEEDS) $(CARGO) test --release --lib sim::tests -- --nocapture
 
 fmt:
 	$(CARGO) fmt
