@@ -53,11 +53,22 @@ pub struct Options {
     pub partition: f64,
     /// Chance per step that an up replica flushes its storage.
     pub flush: f64,
+    /// Chance per step that an up replica's clock stalls (it gets no ticks
+    /// for a while, as a paused or starved process), messages still flowing.
+    pub stall: f64,
+    /// Chance that a partition is a long one (up to a fifth of the fault phase).
+    pub long_partition: f64,
     /// Transactions between snapshots (small, to exercise SNAP and purge).
     pub snapshot_every: u64,
 }
 
 impl Options {
+    /// The faults of the schedules the pinned regression seeds come from:
+    /// no stalled clocks, no long partitions.
+    pub fn classic(nodes: u64) -> Options {
+        Options { stall: 0.0, long_partition: 0.0, ..Options::faulty(nodes) }
+    }
+
     /// A run with moderate faults.
     pub fn faulty(nodes: u64) -> Options {
         Options {
@@ -69,6 +80,8 @@ impl Options {
             crash: 0.002,
             partition: 0.002,
             flush: 0.6,
+            stall: 0.001,
+            long_partition: 0.2,
             snapshot_every: 40,
         }
     }
@@ -85,6 +98,8 @@ pub struct Report {
     pub crashes: usize,
     /// Partitions injected.
     pub partitions: usize,
+    /// Clock stalls injected.
+    pub stalls: usize,
     /// Writes acknowledged to clients.
     pub acked_writes: usize,
     /// Messages delivered.
@@ -112,6 +127,8 @@ struct Node {
     restart_at: Option<u64>,
     /// The tree state whose digest was last checked.
     checked: Option<TreeState>,
+    /// Its clock gives no ticks until this step.
+    stalled_until: u64,
 }
 
 /// One seeded run.
@@ -119,6 +136,10 @@ pub struct Simulation {
     seed: u64,
     options: Options,
     rng: StdRng,
+    /// Draws for the faults added after seeds were pinned (stalls, long
+    /// partitions): a stream of its own, so that with those faults off a
+    /// pinned seed replays the very schedule that once failed.
+    later_faults: StdRng,
     step: u64,
     nodes: BTreeMap<ServerId, Node>,
     net: Network,
@@ -137,6 +158,7 @@ impl Simulation {
         let mut sim = Simulation {
             seed,
             rng: StdRng::seed_from_u64(seed),
+            later_faults: StdRng::seed_from_u64(seed ^ 0x57a1_1ed0),
             step: 0,
             nodes: BTreeMap::new(),
             net: Network::default(),
@@ -158,6 +180,7 @@ impl Simulation {
                     unflushed: None,
                     restart_at: None,
                     checked: None,
+                    stalled_until: 0,
                 },
             );
         }
@@ -223,6 +246,9 @@ impl Simulation {
     fn heal(&mut self) {
         self.heal_at = Some(self.step);
         self.net.heal();
+        for node in self.nodes.values_mut() {
+            node.stalled_until = 0;
+        }
         let down: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_none()).map(|n| n.id).collect();
         for id in down {
             if let Some(node) = self.nodes.get_mut(&id) {
@@ -267,8 +293,10 @@ impl Simulation {
         // Ticks.
         if self.step.is_multiple_of(STEPS_PER_TICK) {
             let now_ms = self.now_ms();
+            let step = self.step;
             for &id in &ids {
-                if let Some(replica) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
+                let node = self.nodes.get_mut(&id).filter(|n| n.stalled_until <= step);
+                if let Some(replica) = node.and_then(|n| n.replica.as_mut()) {
                     replica.handle(Input::Tick { now_ms });
                     self.drain(id)?;
                 }
@@ -291,6 +319,19 @@ impl Simulation {
             let after = self.rng.random_range(20..400);
             self.crash(victim, after);
         }
+        if self.options.stall > 0.0 && self.later_faults.random_bool(self.options.stall) {
+            let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
+            if !up.is_empty() {
+                let victim = up[self.later_faults.random_range(0..up.len())];
+                // Up to ~40 ticks: past the sync limit, so a stalled leader is
+                // dropped and a stalled follower times its leader out late.
+                let until = self.step + self.later_faults.random_range(STEPS_PER_TICK..STEPS_PER_TICK * 40);
+                if let Some(node) = self.nodes.get_mut(&victim) {
+                    node.stalled_until = until;
+                    self.report.stalls += 1;
+                }
+            }
+        }
         if !self.net.is_partitioned() && self.rng.random_bool(self.options.partition) {
             let mut ids: Vec<ServerId> = self.nodes.keys().copied().collect();
             let cut = self.rng.random_range(1..=ids.len() / 2);
@@ -310,8 +351,13 @@ impl Simulation {
                     }
                 }
             }
-            let until = self.step + self.rng.random_range(50..500);
-            self.heal_partition_at(until);
+            let long = self.rng.random_bool(self.options.long_partition);
+            let lasts = if long {
+                self.rng.random_range(500..self.options.fault_steps / 5 + 501)
+            } else {
+                self.rng.random_range(50..500)
+            };
+            self.heal_partition_at(self.step + lasts);
         }
         if self.partition_heals_now() {
             self.net.heal();

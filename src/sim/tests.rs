@@ -23,6 +23,7 @@ fn run_all(nodes: u64, default: u64) {
                 total.committed += r.committed;
                 total.crashes += r.crashes;
                 total.partitions += r.partitions;
+                total.stalls += r.stalls;
                 total.acked_writes += r.acked_writes;
                 total.epochs += r.epochs;
             }
@@ -30,13 +31,14 @@ fn run_all(nodes: u64, default: u64) {
         }
     }
     println!(
-        "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions",
+        "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks",
         seeds.len(),
         total.committed,
         total.acked_writes,
         total.epochs,
         total.crashes,
-        total.partitions
+        total.partitions,
+        total.stalls
     );
     assert!(total.acked_writes > 0, "the workload made no progress at all");
 }
@@ -66,7 +68,7 @@ const REGRESSIONS: [(u64, u64, &str); 8] = [
 #[test]
 fn pinned_regression_seeds() {
     for (nodes, seed, bug) in REGRESSIONS {
-        if let Err(f) = Simulation::new(seed, Options::faulty(nodes)).run() {
+        if let Err(f) = Simulation::new(seed, Options::classic(nodes)).run() {
             panic!("regression ({bug}) is back: {f}");
         }
     }
@@ -78,6 +80,7 @@ fn a_quiet_network_commits_everything() {
     options.faults = network::Faults::none();
     options.crash = 0.0;
     options.partition = 0.0;
+    options.stall = 0.0;
     let report = Simulation::new(1, options).run().unwrap();
     assert!(report.acked_writes > 50, "{report:?}");
     assert_eq!(report.epochs, 1, "one leader for the whole run");
