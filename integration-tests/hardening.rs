@@ -154,7 +154,9 @@ fn a_frame_over_jute_maxbuffer_closes_only_that_connection_and_the_session_lives
         let session = client.session_id();
         // 1 MiB of data makes a frame over jute.maxbuffer (1 048 575 bytes).
         let err = client.set_data("/x", &vec![1u8; 1 << 20], None).await.expect_err("the frame is too long");
-        assert!(matches!(err, zk::Error::ConnectionLoss), "{err:?}");
+        // Usually ConnectionLoss; on a loaded machine the client may time
+        // out first. Either way it got no answer, and nothing was applied.
+        assert!(matches!(err, zk::Error::ConnectionLoss | zk::Error::Timeout), "{err:?}");
         let mut data = None;
         for _ in 0..50 {
             match client.get_data("/x").await {
