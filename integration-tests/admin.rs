@@ -364,7 +364,7 @@ fn the_follow_stream_delivers_every_commit_once_in_order_across_a_leader_kill() 
     let received = rt.block_on(async {
         let mut stream = admin(&ensemble, watched)
             .await
-            .follow(pb::FollowRequest { from_zxid: 0, path_prefix: "/f".into() })
+            .follow(pb::FollowRequest { from_zxid: 0, path_prefix: "/f".into(), ..Default::default() })
             .await
             .expect("follow")
             .into_inner();

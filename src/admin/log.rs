@@ -268,6 +268,17 @@ mod tests {
     }
 
     #[test]
+    fn a_closed_session_matches_by_its_ephemerals() {
+        let close = TxnBody::CloseSession { paths: vec!["/e/1".into()] };
+        let by_path = |p: &str| Filter { path_prefix: Some(p.into()), ..Filter::default() };
+        assert!(by_path("/e").matches(SessionId(5), &close));
+        assert!(!by_path("/f").matches(SessionId(5), &close));
+        let by_kind = Filter { kind: Some("closeSession".into()), session: Some(SessionId(5)), ..Filter::default() };
+        assert!(by_kind.matches(SessionId(5), &close));
+        assert!(!by_kind.matches(SessionId(6), &close));
+    }
+
+    #[test]
     fn the_byte_budget_bounds_a_page_but_never_empties_it() {
         let s = store(20);
         let one = size_of(&entry(&s, z(3)).unwrap().unwrap());

@@ -7,3 +7,4 @@
 pub mod convert;
 pub mod log;
 pub mod offline;
+pub mod snapshots;

@@ -10,8 +10,12 @@
 // A binary's root looks for modules beside it, so name the directory.
 #[path = "zkctl/admin.rs"]
 mod admin;
+#[path = "zkctl/admin_log.rs"]
+mod admin_log;
 #[path = "zkctl/admin_show.rs"]
 mod admin_show;
+#[path = "zkctl/admin_snapshot.rs"]
+mod admin_snapshot;
 #[path = "zkctl/commands.rs"]
 mod commands;
 #[path = "zkctl/output.rs"]

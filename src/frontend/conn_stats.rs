@@ -5,6 +5,7 @@
 
 use super::ConnId;
 use crate::handle::ServerStats;
+use crate::server::clock::now_ms;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -55,12 +56,6 @@ pub struct ConnFigures {
     pub avg_latency_ms: f64,
     /// Slowest reply, ms.
     pub max_latency_ms: f64,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl ConnStats {

@@ -4,12 +4,11 @@
 //! every answer's memory is bounded: pages by a byte budget, streams through
 //! small channels that wait for the client (backpressure).
 
-use crate::admin::{convert, log};
+use crate::admin::{convert, log, snapshots};
 use crate::handle::{Event, Handle, Query};
 use crate::ids::{SessionId, Zxid};
 use crate::proto::admin as pb;
 use crate::storage::{SnapshotMeta, Storage, StorageError};
-use crate::tree::snapshot::{Visit, Walker};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -75,21 +74,9 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(storage_error)
 }
 
-fn snapshot_info(s: &SnapshotMeta) -> pb::SnapshotInfo {
-    pb::SnapshotInfo {
-        zxid: s.zxid.0,
-        size_bytes: s.bytes,
-        node_count: s.nodes,
-        created_ms: s.created_ms,
-        chunks: s.chunks,
-    }
-}
-
 /// The stored snapshot at `zxid`, or the newest when `zxid` is 0.
 fn find_snapshot(storage: &dyn Storage, zxid: u64) -> Result<SnapshotMeta, Status> {
-    let all = storage.snapshots().map_err(storage_error)?;
-    let found = if zxid == 0 { all.last() } else { all.iter().find(|s| s.zxid.0 == zxid) };
-    found.copied().ok_or_else(|| match zxid {
+    snapshots::find(storage, zxid).map_err(storage_error)?.ok_or_else(|| match zxid {
         0 => Status::not_found("this member holds no snapshot yet (take one: zkctl admin snapshot take)"),
         z => {
             Status::not_found(format!("no snapshot at zxid 0x{z:x} on this member (list them: zkctl admin snapshots)"))
@@ -211,7 +198,7 @@ impl pb::admin_server::Admin for AdminService {
 
     async fn follow(&self, request: Request<pb::FollowRequest>) -> Sent<pb::LogEntry> {
         let req = request.into_inner();
-        let filter = filter_of(req.path_prefix, None, String::new())?;
+        let filter = filter_of(req.path_prefix, req.session_id, req.r#type)?;
         let mut applied = self.handle.applied.clone();
         let start = match req.from_zxid {
             0 => Zxid(applied.borrow().0.saturating_add(1)),
@@ -284,7 +271,7 @@ impl pb::admin_server::Admin for AdminService {
     ) -> Result<Response<pb::ListSnapshotsReply>, Status> {
         let storage = self.handle.storage.clone();
         let snapshots = blocking(move || storage.snapshots()).await?;
-        Ok(Response::new(pb::ListSnapshotsReply { snapshots: snapshots.iter().map(snapshot_info).collect() }))
+        Ok(Response::new(pb::ListSnapshotsReply { snapshots: snapshots.iter().map(snapshots::info).collect() }))
     }
 
     async fn take_snapshot(
@@ -333,42 +320,18 @@ impl pb::admin_server::Admin for AdminService {
         let (tx, rx) = mpsc::channel(256);
         tokio::task::spawn_blocking(move || {
             let limit = if req.limit == 0 { u64::MAX } else { req.limit };
-            let mut sent = 0u64;
-            let mut walker = Walker::new();
-            let mut gone = false;
-            for index in 0..meta.chunks {
-                let chunk = match storage.snapshot_chunk(meta.zxid, index) {
-                    Ok(Some(chunk)) => chunk,
-                    Ok(None) => {
-                        let _ =
-                            tx.blocking_send(Err(Status::not_found("the snapshot was purged while it was being read")));
-                        return;
-                    }
-                    Err(e) => {
-                        let _ = tx.blocking_send(Err(storage_error(e)));
-                        return;
-                    }
-                };
-                let walked = walker.feed(&chunk, &mut |visit| {
-                    if let Visit::Node { path, data, acl, stat } = visit {
-                        if gone || sent >= limit || !path.starts_with(&req.path_prefix) {
-                            return;
-                        }
-                        sent += 1;
-                        gone = tx.blocking_send(Ok(convert::snapshot_node(path, data.len(), &acl, &stat))).is_err();
-                    }
-                });
-                if let Err(e) = walked {
-                    let _ = tx.blocking_send(Err(Status::data_loss(format!("snapshot 0x{:x}: {e}", meta.zxid.0))));
-                    return;
+            let chunks = snapshots::stored_chunks(&*storage, meta);
+            let walked =
+                snapshots::nodes(chunks, &req.path_prefix, limit, &mut |node| tx.blocking_send(Ok(node)).is_ok());
+            let status = match walked {
+                Ok(()) => return,
+                Err(snapshots::WalkError::Storage(e)) => storage_error(e),
+                Err(e @ snapshots::WalkError::Missing { .. }) => Status::not_found(e.to_string()),
+                Err(e @ snapshots::WalkError::Damaged(_)) => {
+                    Status::data_loss(format!("snapshot 0x{:x}: {e}", meta.zxid.0))
                 }
-                if gone || sent >= limit {
-                    return;
-                }
-            }
-            if let Err(e) = walker.finish() {
-                let _ = tx.blocking_send(Err(Status::data_loss(format!("snapshot 0x{:x}: {e}", meta.zxid.0))));
-            }
+            };
+            let _ = tx.blocking_send(Err(status));
         });
         Ok(Response::new(ReceiverStream::new(rx)))
     }

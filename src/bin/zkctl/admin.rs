@@ -8,16 +8,15 @@ use crate::admin_show::{self as show, table, zxid};
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use zabkeeper::admin::{convert, log, offline};
+use zabkeeper::admin::{offline, snapshots};
 use zabkeeper::client::ClientError;
 use zabkeeper::proto::admin as pb;
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::storage::Storage;
-use zabkeeper::tree::snapshot::{Visit, Walker};
 
 /// Where to send admin calls and how to authenticate them.
 #[derive(clap::Args, Debug)]
@@ -42,7 +41,7 @@ pub enum AdminCommand {
     /// The ensemble's members and whether this one reaches each.
     Members,
     /// Transactions from the log, decoded and filtered.
-    Log(LogArgs),
+    Log(crate::admin_log::LogArgs),
     /// The snapshots kept on disk.
     Snapshots {
         /// Read a stopped member's data directory instead of asking a server.
@@ -51,7 +50,7 @@ pub enum AdminCommand {
     },
     /// Take, save, inspect or restore a snapshot.
     #[command(subcommand)]
-    Snapshot(SnapshotCommand),
+    Snapshot(crate::admin_snapshot::SnapshotCommand),
     /// Keep the newest K snapshots; drop older ones and the log before them.
     Purge {
         /// Snapshots to keep (at least 1).
@@ -72,97 +71,7 @@ pub enum AdminCommand {
     },
 }
 
-/// `zkctl admin log`.
-#[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct LogArgs {
-    #[command(subcommand)]
-    show: Option<LogCommand>,
-    /// First zxid (decimal or 0x-hex).
-    #[arg(long)]
-    from: Option<String>,
-    /// Last zxid (decimal or 0x-hex).
-    #[arg(long)]
-    to: Option<String>,
-    /// The last N matching entries.
-    #[arg(long, conflicts_with = "follow")]
-    last: Option<u32>,
-    /// At most this many entries (the server caps a page at 10000).
-    #[arg(long, default_value_t = 100)]
-    limit: u32,
-    /// Only entries touching paths with this prefix.
-    #[arg(long)]
-    path: Option<String>,
-    /// Only entries of this session (decimal or 0x-hex).
-    #[arg(long)]
-    session: Option<String>,
-    /// Only entries of this type (create, delete, setData, setACL, multi, createSession, closeSession, error).
-    #[arg(long = "type")]
-    kind: Option<String>,
-    /// Keep printing committed transactions as they happen (from --from, or from now).
-    #[arg(long)]
-    follow: bool,
-    /// Read a stopped member's data directory instead of asking a server.
-    #[arg(long, conflicts_with = "follow")]
-    data_dir: Option<PathBuf>,
-}
-
-/// `zkctl admin log show`.
-#[derive(clap::Subcommand, Debug)]
-pub enum LogCommand {
-    /// One entry in full.
-    Show {
-        /// Its zxid (decimal or 0x-hex).
-        zxid: String,
-        /// Read a stopped member's data directory instead of asking a server.
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-    },
-}
-
-/// `zkctl admin snapshot …`.
-#[derive(clap::Subcommand, Debug)]
-pub enum SnapshotCommand {
-    /// Take a snapshot now; prints its zxid, size and node count once durable.
-    Take,
-    /// Write a stored snapshot to a file (as `etcdctl snapshot save`).
-    Save {
-        /// The file to write.
-        file: PathBuf,
-        /// The snapshot (default: the newest).
-        #[arg(long)]
-        zxid: Option<String>,
-    },
-    /// List the nodes of a snapshot: on a server, in a data directory, or in a saved file.
-    Inspect {
-        /// The snapshot (default: the newest).
-        #[arg(long)]
-        zxid: Option<String>,
-        /// Only nodes under this prefix.
-        #[arg(long)]
-        path: Option<String>,
-        /// At most this many nodes.
-        #[arg(long)]
-        limit: Option<u64>,
-        /// Read a stopped member's data directory instead of asking a server.
-        #[arg(long, conflicts_with = "file")]
-        data_dir: Option<PathBuf>,
-        /// Read a file written by `snapshot save`.
-        #[arg(long)]
-        file: Option<PathBuf>,
-    },
-    /// Make a fresh data directory from a saved snapshot (the member then
-    /// joins and catches up from the leader).
-    Restore {
-        /// A file written by `snapshot save`.
-        file: PathBuf,
-        /// The member's data directory to create (must be empty or absent).
-        #[arg(long)]
-        data_dir: PathBuf,
-    },
-}
-
-fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
+pub(crate) fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
     let parsed = match text.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16),
         None => text.parse(),
@@ -170,7 +79,7 @@ fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
     parsed.map_err(|_| ClientError::InvalidArgument(format!("{what} {text:?} is not a number (decimal or 0x-hex)")))
 }
 
-fn rpc_error(server: &str, what: &str, status: tonic::Status) -> ClientError {
+pub(crate) fn rpc_error(server: &str, what: &str, status: tonic::Status) -> ClientError {
     use tonic::Code;
     match status.code() {
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => {
@@ -184,13 +93,13 @@ fn rpc_error(server: &str, what: &str, status: tonic::Status) -> ClientError {
     }
 }
 
-fn offline_error(e: offline::OfflineError) -> ClientError {
+pub(crate) fn offline_error(e: offline::OfflineError) -> ClientError {
     ClientError::InvalidArgument(e.to_string())
 }
 
 /// Adds the token to every call.
 #[derive(Clone)]
-struct Token(Option<MetadataValue<Ascii>>);
+pub(crate) struct Token(Option<MetadataValue<Ascii>>);
 
 impl tonic::service::Interceptor for Token {
     fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
@@ -201,10 +110,10 @@ impl tonic::service::Interceptor for Token {
     }
 }
 
-type Admin = AdminClient<InterceptedService<Channel, Token>>;
+pub(crate) type Admin = AdminClient<InterceptedService<Channel, Token>>;
 
 /// How to reach admin ports.
-struct Dialer {
+pub(crate) struct Dialer {
     timeout: Duration,
     token: Token,
 }
@@ -232,7 +141,7 @@ impl Dialer {
         Ok(Dialer { timeout, token: Token(token) })
     }
 
-    async fn connect(&self, server: &str) -> Result<Admin, ClientError> {
+    pub(crate) async fn connect(&self, server: &str) -> Result<Admin, ClientError> {
         let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{server}"))
             .map_err(|e| ClientError::InvalidArgument(format!("admin address {server:?}: {e}")))?
             .connect_timeout(self.timeout);
@@ -243,7 +152,7 @@ impl Dialer {
         Ok(AdminClient::with_interceptor(channel, self.token.clone()))
     }
 
-    async fn status(&self, server: &str) -> Result<pb::StatusReply, ClientError> {
+    pub(crate) async fn status(&self, server: &str) -> Result<pb::StatusReply, ClientError> {
         let mut admin = self.connect(server).await?;
         let call = tokio::time::timeout(self.timeout, admin.status(pb::StatusRequest {}));
         match call.await {
@@ -297,22 +206,13 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
                 out.line(&table(&["ID", "PEER", "GRPC", "ZOOKEEPER", "ADMIN", "REACHABLE"], &rows));
             }
         }
-        AdminCommand::Log(args) => return log_command(server, dialer, args, out).await,
+        AdminCommand::Log(args) => return crate::admin_log::log_command(server, dialer, args, out).await,
         AdminCommand::Snapshots { data_dir } => {
             let snapshots: Vec<pb::SnapshotInfo> = match data_dir {
                 Some(dir) => {
                     let copy = offline::open_copy(&dir).map_err(offline_error)?;
                     let metas = copy.storage.snapshots().map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
-                    metas
-                        .iter()
-                        .map(|s| pb::SnapshotInfo {
-                            zxid: s.zxid.0,
-                            size_bytes: s.bytes,
-                            node_count: s.nodes,
-                            created_ms: s.created_ms,
-                            chunks: s.chunks,
-                        })
-                        .collect()
+                    metas.iter().map(snapshots::info).collect()
                 }
                 None => {
                     let mut admin = dialer.connect(server).await?;
@@ -327,7 +227,9 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
                 out.line(&table(&show::SNAPSHOT_HEADER, &rows));
             }
         }
-        AdminCommand::Snapshot(command) => return snapshot_command(server, dialer, command, out).await,
+        AdminCommand::Snapshot(command) => {
+            return crate::admin_snapshot::snapshot_command(server, dialer, command, out).await
+        }
         AdminCommand::Purge { keep } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.purge(pb::PurgeRequest { keep }).await.map_err(|e| rpc_error(server, "purge", e))?;
@@ -548,352 +450,6 @@ async fn sessions(server: &str, dialer: &Dialer, all: bool, out: &Printer) -> Re
     Ok(())
 }
 
-fn log_filter(args: &LogArgs) -> Result<log::Filter, ClientError> {
-    if let Some(kind) = &args.kind {
-        if !log::KINDS.contains(&kind.as_str()) {
-            return Err(ClientError::InvalidArgument(format!(
-                "--type {kind:?} is not a transaction type; known: {}",
-                log::KINDS.join(", ")
-            )));
-        }
-    }
-    Ok(log::Filter {
-        path_prefix: args.path.clone(),
-        session: args
-            .session
-            .as_deref()
-            .map(|s| parse_u64("--session", s))
-            .transpose()?
-            .map(|s| zabkeeper::ids::SessionId(s as i64)),
-        kind: args.kind.clone(),
-    })
-}
-
-fn print_entries(entries: &[pb::LogEntry], offline: bool, out: &Printer) {
-    for e in entries {
-        let committed = (!offline).then_some(e.committed);
-        if out.json {
-            out.doc(show::entry_json(e, committed));
-        } else {
-            out.line(&show::entry_line(e, committed));
-        }
-    }
-}
-
-async fn log_command(server: &str, dialer: &Dialer, args: LogArgs, out: &Printer) -> Result<Exit, ClientError> {
-    if let Some(LogCommand::Show { zxid: text, data_dir }) = &args.show {
-        let z = parse_u64("zxid", text)?;
-        let (entry, offline) = match data_dir {
-            Some(dir) => {
-                let copy = offline::open_copy(dir).map_err(offline_error)?;
-                let found = log::entry(&copy.storage, zabkeeper::ids::Zxid(z))
-                    .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
-                let found = found
-                    .ok_or_else(|| ClientError::InvalidArgument(format!("no entry {z:#x} in {}", dir.display())))?;
-                (convert::entry(&found, zabkeeper::ids::Zxid::ZERO), true)
-            }
-            None => {
-                let mut admin = dialer.connect(server).await?;
-                let reply = admin.get_entry(pb::GetEntryRequest { zxid: z }).await;
-                (reply.map_err(|e| rpc_error(server, "get entry", e))?.into_inner(), false)
-            }
-        };
-        let committed = (!offline).then_some(entry.committed);
-        if out.json {
-            out.doc(show::entry_json(&entry, committed));
-        } else {
-            out.line(&show::entry_detail(&entry, committed));
-        }
-        return Ok(Exit::Ok);
-    }
-    let filter = log_filter(&args)?;
-    let from = args.from.as_deref().map(|t| parse_u64("--from", t)).transpose()?;
-    let to = args.to.as_deref().map(|t| parse_u64("--to", t)).transpose()?;
-    if args.follow {
-        return follow(server, dialer, from.unwrap_or(0), filter, out).await;
-    }
-    if let Some(dir) = &args.data_dir {
-        let copy = offline::open_copy(dir).map_err(offline_error)?;
-        let query = log::Query {
-            from: zabkeeper::ids::Zxid(from.unwrap_or(0)),
-            to: zabkeeper::ids::Zxid(to.unwrap_or(u64::MAX)),
-            last: args.last.map(|n| n as usize),
-            limit: args.limit as usize,
-            filter,
-            ..log::Query::default()
-        };
-        let page = log::read(&copy.storage, &query).map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
-        let entries: Vec<pb::LogEntry> =
-            page.entries.iter().map(|e| convert::entry(e, zabkeeper::ids::Zxid::ZERO)).collect();
-        print_entries(&entries, true, out);
-        if let Some(next) = page.next {
-            eprintln!("more entries follow: continue with --from {}", zxid(next.0));
-        }
-        return Ok(Exit::Ok);
-    }
-    let mut admin = dialer.connect(server).await?;
-    let request = pb::ReadLogRequest {
-        from_zxid: from.unwrap_or(0),
-        limit: args.limit,
-        to_zxid: to.unwrap_or(0),
-        last: args.last.unwrap_or(0),
-        path_prefix: filter.path_prefix.unwrap_or_default(),
-        session_id: filter.session.map(|s| s.0),
-        r#type: filter.kind.unwrap_or_default(),
-        max_bytes: 0,
-    };
-    let reply = admin.read_log(request).await.map_err(|e| rpc_error(server, "read log", e))?.into_inner();
-    if !out.json {
-        out.line(&format!(
-            "log holds {} .. {}, committed up to {}",
-            zxid(reply.first_zxid),
-            zxid(reply.last_zxid),
-            zxid(reply.last_committed_zxid)
-        ));
-    }
-    print_entries(&reply.entries, false, out);
-    if reply.next_zxid != 0 {
-        eprintln!("more entries follow: continue with --from {}", zxid(reply.next_zxid));
-    }
-    Ok(Exit::Ok)
-}
-
-/// How long `--follow` keeps trying other members when none answers.
-const FOLLOW_GIVE_UP: Duration = Duration::from_secs(30);
-
-/// Prints committed transactions as they happen. When the member it streams
-/// from goes away, it resumes from the next zxid on another member.
-async fn follow(
-    server: &str,
-    dialer: &Dialer,
-    from: u64,
-    filter: log::Filter,
-    out: &Printer,
-) -> Result<Exit, ClientError> {
-    let first = dialer.status(server).await?;
-    let mut members: Vec<String> = vec![server.to_string()];
-    members
-        .extend(first.members.iter().filter(|m| !m.admin_addr.is_empty() && !m.is_self).map(|m| m.admin_addr.clone()));
-    let mut next = if from == 0 { first.last_applied_zxid.saturating_add(1) } else { from };
-    let mut failing_since: Option<Instant> = None;
-    let mut turn = 0usize;
-    loop {
-        let addr = &members[turn % members.len()];
-        turn += 1;
-        let attempt = async {
-            let mut admin = dialer.connect(addr).await?;
-            let path_prefix = filter.path_prefix.clone().unwrap_or_default();
-            let request = pb::FollowRequest { from_zxid: next, path_prefix };
-            let mut stream = admin.follow(request).await.map_err(|e| rpc_error(addr, "follow", e))?.into_inner();
-            failing_since = None;
-            loop {
-                match stream.message().await {
-                    Ok(Some(e)) => {
-                        next = e.zxid.saturating_add(1);
-                        if matches_filter(&filter, &e) {
-                            print_entries(std::slice::from_ref(&e), false, out);
-                        }
-                    }
-                    Ok(None) => {
-                        return Err(ClientError::Transport { server: addr.clone(), reason: "the stream ended".into() })
-                    }
-                    Err(status) if status.code() == tonic::Code::OutOfRange => {
-                        return Err(ClientError::InvalidArgument(format!("follow on {addr}: {}", status.message())))
-                    }
-                    Err(status) => return Err(rpc_error(addr, "follow", status)),
-                }
-            }
-        };
-        match attempt.await {
-            Err(e @ ClientError::InvalidArgument(_)) => return Err(e),
-            Err(e) => {
-                eprintln!("follow: {e}; resuming from {} on another member", zxid(next));
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() > FOLLOW_GIVE_UP {
-                    return Err(e);
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Ok(()) => unreachable!("the stream loop only returns errors"),
-        }
-    }
-}
-
-fn matches_filter(filter: &log::Filter, e: &pb::LogEntry) -> bool {
-    if filter.session.is_some_and(|s| s.0 != e.session_id) {
-        return false;
-    }
-    if let Some(kind) = &filter.kind {
-        if &e.r#type != kind && !e.ops.iter().any(|op| &op.r#type == kind) {
-            return false;
-        }
-    }
-    match &filter.path_prefix {
-        Some(prefix) => e
-            .ops
-            .iter()
-            .any(|op| op.path.starts_with(prefix.as_str()) || op.paths.iter().any(|p| p.starts_with(prefix.as_str()))),
-        None => true,
-    }
-}
-
-async fn snapshot_command(
-    server: &str,
-    dialer: &Dialer,
-    command: SnapshotCommand,
-    out: &Printer,
-) -> Result<Exit, ClientError> {
-    match command {
-        SnapshotCommand::Take => {
-            let mut admin = dialer.connect(server).await?;
-            let reply = admin.take_snapshot(pb::TakeSnapshotRequest {}).await;
-            let r = reply.map_err(|e| rpc_error(server, "take snapshot", e))?.into_inner();
-            if out.json {
-                out.doc(json!({ "snapshot_zxid": zxid(r.zxid), "bytes": r.size_bytes, "nodes": r.node_count }));
-            } else {
-                out.line(&format!("snapshot at {} ({} bytes, {} nodes)", zxid(r.zxid), r.size_bytes, r.node_count));
-            }
-        }
-        SnapshotCommand::Save { file, zxid: at } => {
-            let at = at.as_deref().map(|t| parse_u64("--zxid", t)).transpose()?.unwrap_or(0);
-            let mut admin = dialer.connect(server).await?;
-            let reply = admin.save_snapshot(pb::SaveSnapshotRequest { zxid: at }).await;
-            let mut stream = reply.map_err(|e| rpc_error(server, "save snapshot", e))?.into_inner();
-            // Written beside the target and renamed at the end: a cut-short
-            // download never looks like a snapshot.
-            let partial = file.with_extension("partial");
-            let io = |e: std::io::Error| ClientError::InvalidArgument(format!("{}: {e}", partial.display()));
-            let mut f = std::fs::File::create(&partial).map_err(io)?;
-            let (mut bytes, mut snapshot_zxid, mut expected, mut got) = (0u64, 0u64, 0u32, 0u32);
-            while let Some(chunk) = stream.message().await.map_err(|e| rpc_error(server, "save snapshot", e))? {
-                use std::io::Write;
-                if chunk.index != got {
-                    return Err(ClientError::InvalidArgument(format!(
-                        "chunk {} arrived where {got} was due",
-                        chunk.index
-                    )));
-                }
-                f.write_all(&chunk.data).map_err(io)?;
-                bytes += chunk.data.len() as u64;
-                (snapshot_zxid, expected, got) = (chunk.zxid, chunk.count, got + 1);
-            }
-            if got == 0 || got != expected {
-                return Err(ClientError::InvalidArgument(format!(
-                    "the snapshot ended after {got} of {expected} chunks"
-                )));
-            }
-            f.sync_all().map_err(io)?;
-            std::fs::rename(&partial, &file).map_err(io)?;
-            let (_, _, nodes) = offline::read_snapshot_file(&file).map_err(offline_error)?;
-            if out.json {
-                out.doc(json!({ "file": file, "snapshot_zxid": zxid(snapshot_zxid), "bytes": bytes, "nodes": nodes }));
-            } else {
-                out.line(&format!(
-                    "saved snapshot {} to {} ({bytes} bytes, {nodes} nodes, checked)",
-                    zxid(snapshot_zxid),
-                    file.display()
-                ));
-            }
-        }
-        SnapshotCommand::Inspect { zxid: at, path, limit, data_dir, file } => {
-            let at = at.as_deref().map(|t| parse_u64("--zxid", t)).transpose()?.unwrap_or(0);
-            let prefix = path.unwrap_or_default();
-            let mut nodes = Vec::new();
-            let mut keep = |n: pb::SnapshotNode| {
-                if out.json {
-                    out.doc(show::node_json(&n));
-                } else {
-                    nodes.push(show::node_row(&n));
-                }
-            };
-            let cap = limit.unwrap_or(u64::MAX);
-            match (data_dir, file) {
-                (Some(dir), _) => {
-                    let copy = offline::open_copy(&dir).map_err(offline_error)?;
-                    inspect_local(&copy.storage, at, &prefix, cap, &mut keep)?;
-                }
-                (None, Some(file)) => {
-                    let (_, chunks, _) = offline::read_snapshot_file(&file).map_err(offline_error)?;
-                    walk_chunks(chunks.iter().map(|c| Ok(c.clone())), &prefix, cap, &mut keep)?;
-                }
-                (None, None) => {
-                    let mut admin = dialer.connect(server).await?;
-                    let request =
-                        pb::InspectSnapshotRequest { zxid: at, path_prefix: prefix, limit: limit.unwrap_or(0) };
-                    let reply = admin.inspect_snapshot(request).await;
-                    let mut stream = reply.map_err(|e| rpc_error(server, "inspect snapshot", e))?.into_inner();
-                    while let Some(n) = stream.message().await.map_err(|e| rpc_error(server, "inspect snapshot", e))? {
-                        keep(n);
-                    }
-                }
-            }
-            if !out.json {
-                out.line(&table(&show::NODE_HEADER, &nodes));
-            }
-        }
-        SnapshotCommand::Restore { file, data_dir } => {
-            let (z, nodes) = offline::restore(&file, &data_dir).map_err(offline_error)?;
-            if out.json {
-                out.doc(json!({ "data_dir": data_dir, "snapshot_zxid": zxid(z.0), "nodes": nodes }));
-            } else {
-                out.line(&format!(
-                    "restored snapshot {} ({nodes} nodes) into {}; start the member and it catches up from the leader",
-                    zxid(z.0),
-                    data_dir.display()
-                ));
-            }
-        }
-    }
-    Ok(Exit::Ok)
-}
-
-fn inspect_local(
-    storage: &dyn Storage,
-    at: u64,
-    prefix: &str,
-    cap: u64,
-    keep: &mut dyn FnMut(pb::SnapshotNode),
-) -> Result<(), ClientError> {
-    let failed = |e: zabkeeper::storage::StorageError| ClientError::InvalidArgument(e.to_string());
-    let all = storage.snapshots().map_err(failed)?;
-    let meta = if at == 0 { all.last() } else { all.iter().find(|s| s.zxid.0 == at) };
-    let meta = *meta.ok_or_else(|| ClientError::InvalidArgument("no such snapshot in this data directory".into()))?;
-    let chunks = (0..meta.chunks).map(|i| {
-        storage
-            .snapshot_chunk(meta.zxid, i)
-            .map_err(failed)?
-            .ok_or_else(|| ClientError::InvalidArgument(format!("snapshot chunk {i} is missing")))
-    });
-    walk_chunks(chunks, prefix, cap, keep)
-}
-
-fn walk_chunks(
-    chunks: impl Iterator<Item = Result<bytes::Bytes, ClientError>>,
-    prefix: &str,
-    cap: u64,
-    keep: &mut dyn FnMut(pb::SnapshotNode),
-) -> Result<(), ClientError> {
-    let mut walker = Walker::new();
-    let mut shown = 0u64;
-    for chunk in chunks {
-        let chunk = chunk?;
-        walker
-            .feed(&chunk, &mut |visit| {
-                if let Visit::Node { path, data, acl, stat } = visit {
-                    if shown < cap && path.starts_with(prefix) {
-                        shown += 1;
-                        keep(convert::snapshot_node(path, data.len(), &acl, &stat));
-                    }
-                }
-            })
-            .map_err(|e| ClientError::InvalidArgument(format!("the snapshot is damaged: {e}")))?;
-        if shown >= cap {
-            return Ok(());
-        }
-    }
-    walker.finish().map_err(|e| ClientError::InvalidArgument(format!("the snapshot is damaged: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -903,31 +459,5 @@ mod tests {
         assert_eq!(parse_u64("--from", "0x100000002").unwrap(), 0x1_0000_0002);
         assert_eq!(parse_u64("--from", "42").unwrap(), 42);
         assert!(parse_u64("--from", "zz").is_err());
-    }
-
-    #[test]
-    fn the_follow_filter_matches_ops_and_closed_sessions() {
-        let op = |t: &str, path: &str| pb::TxnOp { r#type: t.into(), path: path.into(), ..Default::default() };
-        let e = pb::LogEntry {
-            session_id: 5,
-            r#type: "multi".into(),
-            ops: vec![op("create", "/a/x"), op("delete", "/b")],
-            ..Default::default()
-        };
-        let f = |path: Option<&str>, kind: Option<&str>, session: Option<i64>| log::Filter {
-            path_prefix: path.map(String::from),
-            kind: kind.map(String::from),
-            session: session.map(zabkeeper::ids::SessionId),
-        };
-        assert!(matches_filter(&f(Some("/b"), None, None), &e));
-        assert!(matches_filter(&f(None, Some("create"), Some(5)), &e));
-        assert!(!matches_filter(&f(None, Some("setData"), None), &e));
-        assert!(!matches_filter(&f(None, None, Some(6)), &e));
-        let close = pb::LogEntry {
-            r#type: "closeSession".into(),
-            ops: vec![pb::TxnOp { r#type: "closeSession".into(), paths: vec!["/e/1".into()], ..Default::default() }],
-            ..Default::default()
-        };
-        assert!(matches_filter(&f(Some("/e"), None, None), &close));
     }
 }

@@ -2,6 +2,7 @@
 //! that makes them count, and unfinished ones removed at open.
 
 use super::*;
+use crate::server::clock::now_ms;
 use crate::tree::snapshot;
 
 /// The completion marker of a stored snapshot.
@@ -42,12 +43,6 @@ impl Marker {
             })
             .map_err(|e| StorageError::IncompleteSnapshot { zxid, reason: format!("its marker is corrupt: {e}") })
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// The key of one snapshot chunk.
