@@ -41,6 +41,10 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), reason: reason.into() }
 }
 
+/// Free space kept on the data directory's filesystem by default: room for
+/// the log to go on while an operator is paged, and for sled's own upkeep.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The file as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,6 +57,7 @@ struct FileConfig {
     snapshot_every: Option<u64>,
     snapshots_retained: Option<usize>,
     max_data_bytes: Option<usize>,
+    disk_reserve_bytes: Option<u64>,
     data_dir: Option<String>,
     four_letter_words: Option<Vec<String>>,
     admin_token: Option<String>,
@@ -128,6 +133,9 @@ pub struct ServerConfig {
     pub snapshots_retained: usize,
     /// Largest node data, bytes (jute.maxbuffer).
     pub max_data_bytes: usize,
+    /// Free space the data directory's filesystem keeps: below it, a leader
+    /// refuses writes that grow the state (0: never).
+    pub disk_reserve_bytes: u64,
     /// Four-letter words answered on the client port.
     pub four_letter_words: Vec<String>,
     /// A token every admin call must present (`authorization: Bearer …`).
@@ -441,6 +449,7 @@ impl ServerConfig {
             snapshot_every,
             snapshots_retained,
             max_data_bytes,
+            disk_reserve_bytes: file.disk_reserve_bytes.unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
             four_letter_words,
             admin_token,
             log_format,

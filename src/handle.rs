@@ -87,6 +87,10 @@ pub struct StatusReport {
     pub last_snapshot_error: Option<String>,
     /// Syncs not yet answered.
     pub pending_syncs: usize,
+    /// Free bytes on the data directory's filesystem (None if unreadable).
+    pub disk_free_bytes: Option<u64>,
+    /// Below `disk_reserve_bytes`: writes that grow the state are refused while leading.
+    pub disk_low: bool,
 }
 
 /// Per-connection and per-session details.

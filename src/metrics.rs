@@ -70,6 +70,8 @@ pub struct Metrics {
     serving: Gauge,
     last_committed_zxid: Gauge<u64, AtomicU64>,
     data_dir_bytes: Gauge,
+    disk_free_bytes: Gauge,
+    disk_low: Gauge,
     /// Scrapes are rare; one at a time keeps the level gauges consistent.
     scrape: Mutex<()>,
 }
@@ -158,8 +160,18 @@ impl Metrics {
             Unit::Bytes,
             data_dir_bytes.clone(),
         );
+        let disk_free_bytes = Gauge::default();
+        registry.register_with_unit(
+            "disk_free",
+            "Bytes free on the data directory's filesystem",
+            Unit::Bytes,
+            disk_free_bytes.clone(),
+        );
+        let disk_low = gauge(&mut registry, "disk_low", "1 when free space is below disk_reserve_bytes");
         Metrics {
             registry,
+            disk_free_bytes,
+            disk_low,
             requests,
             request_seconds,
             commit_seconds,
@@ -247,6 +259,8 @@ impl Metrics {
             self.leader.set(i64::from(r.status.role == crate::zab::Role::Leading));
             self.serving.set(i64::from(r.status.serving));
             self.last_committed_zxid.set(r.last_committed.0);
+            self.disk_free_bytes.set(r.disk_free_bytes.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
+            self.disk_low.set(i64::from(r.disk_low));
             self.follower_lag.clear();
             for f in &r.followers {
                 self.follower_lag

@@ -255,6 +255,17 @@ impl Op {
         )
     }
 
+    /// Whether the op can make the stored state larger (creates, setData,
+    /// setACL, or a multi holding one): what a member short of disk space
+    /// refuses, while deletes and session ends still go through.
+    pub fn grows_state(&self) -> bool {
+        match self {
+            Op::Create { .. } | Op::SetData { .. } | Op::SetAcl { .. } => true,
+            Op::Multi(ops) => ops.iter().any(Op::grows_state),
+            _ => false,
+        }
+    }
+
     /// The path the op concerns, if it has one.
     pub fn path(&self) -> Option<&str> {
         match self {

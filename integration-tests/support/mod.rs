@@ -57,6 +57,12 @@ impl Member {
         self.child.as_ref().map(Child::id)
     }
 
+    /// How the process ended, once it has (it still counts as started:
+    /// [`Ensemble::spawn`] runs it again).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|c| c.try_wait().ok().flatten())
+    }
+
     /// Whether the process is running.
     pub fn is_running(&mut self) -> bool {
         match &mut self.child {
@@ -105,6 +111,22 @@ impl Ensemble {
 
     /// Starts an ensemble with `settings`.
     pub fn start_with(settings: Settings) -> Ensemble {
+        let mut ensemble = Ensemble::configure(settings);
+        ensemble.start_all();
+        ensemble
+    }
+
+    /// Starts every member and waits until one leads and all serve.
+    pub fn start_all(&mut self) {
+        for id in self.ids() {
+            self.spawn(id);
+        }
+        self.wait_serving(self.ids(), Duration::from_secs(30));
+    }
+
+    /// Writes the config of an ensemble with `settings` and starts nothing
+    /// (a test may prepare the data directories first).
+    pub fn configure(settings: Settings) -> Ensemble {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut toml = format!(
             "tick_ms = 50\ninit_limit_ticks = 40\nsync_limit_ticks = 20\nmin_session_timeout_ms = 1000\nmax_session_timeout_ms = 60000\nsnapshot_every = {}\nsnapshots_retained = 2\nfour_letter_words = [\"*\"]\n{}\n",
@@ -137,12 +159,7 @@ impl Ensemble {
         }
         let config = dir.path().join("ensemble.toml");
         std::fs::write(&config, toml).expect("write config");
-        let mut ensemble = Ensemble { dir, config, members, admin_token: settings.admin_token };
-        for id in 1..=settings.size as u64 {
-            ensemble.spawn(id);
-        }
-        ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
-        ensemble
+        Ensemble { dir, config, members, admin_token: settings.admin_token }
     }
 
     /// Every member id.

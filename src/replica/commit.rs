@@ -92,6 +92,13 @@ impl Replica {
 fn shape_reply(op: &Op, result: TxnResult) -> Reply {
     let path = op.path().unwrap_or("").to_string();
     match result {
+        // The only write the leader throttles is one it has no disk space for.
+        TxnResult::Error(ErrorCode::ThrottledOp) => Err(ZkError::with_reason(
+            ErrorCode::ThrottledOp,
+            path,
+            "the leader's data directory is below its free-space reserve (disk_reserve_bytes); \
+             writes that grow the state are refused until space returns, deletes still go through",
+        )),
         TxnResult::Error(code) => Err(ZkError::new(code, path)),
         TxnResult::Created { path, stat } => Ok(OpResult::Created { path, stat }),
         TxnResult::DataSet(stat) | TxnResult::AclSet(stat) => Ok(OpResult::Stat(stat)),

@@ -66,6 +66,13 @@ pub enum Input {
     /// Writing the snapshot requested by [`Output::TakeSnapshot`] failed;
     /// the log still holds everything, and the next one is taken when due.
     SnapshotFailed,
+    /// Whether the data directory is short of space (below the configured
+    /// reserve): a leader that is refuses writes that would grow the state,
+    /// with ThrottledOp, until space returns.
+    DiskSpace {
+        /// Below the reserve.
+        low: bool,
+    },
     /// A client wants a session.
     Connect {
         /// The new connection.

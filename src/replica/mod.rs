@@ -178,6 +178,8 @@ pub struct Replica {
     touched: BTreeSet<SessionId>,
     /// The leader's preparation of writes.
     prep: Prep,
+    /// The data directory is below its space reserve (see [`Input::DiskSpace`]).
+    disk_low: bool,
     snapshots: Snapshots,
     /// The tick at which this replica last stopped serving (0: it started so).
     serving_lost_at: u64,
@@ -224,6 +226,7 @@ impl Replica {
             conns: Connections::default(),
             touched: BTreeSet::new(),
             prep: Prep::default(),
+            disk_low: false,
             serving_lost_at: 0,
             counters: Counters::default(),
             outputs: Vec::new(),
@@ -249,6 +252,7 @@ impl Replica {
                 self.zab.compact(compact_to);
             }
             Input::SnapshotFailed => self.snapshots.failed(),
+            Input::DiskSpace { low } => self.disk_low = low,
             Input::Connect { conn, request, new_password, identities } => {
                 let until_tick = self.clock.ticks + self.config.catch_up_ticks;
                 self.conns.open(conn, request, until_tick, new_password, identities, self.clock.now_ms);
@@ -392,6 +396,7 @@ impl Replica {
                 tree: self.tree.state(),
                 now_ms: self.clock.now_ms,
                 limits: self.config.limits,
+                disk_low: self.disk_low,
             };
             let synced = self.prep.run(env, self.config.tick_ms, self.clock.ticks);
             if synced.is_empty() {

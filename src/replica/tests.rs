@@ -691,3 +691,34 @@ fn a_snapshot_is_asked_for_only_once_the_log_it_reflects_is_durable() {
     assert!(node.snapshots.len() > before, "the snapshot is asked for once the log is durable");
     assert_eq!(ahead(&node.snapshots), vec![], "snapshots ahead of the durable log");
 }
+
+#[test]
+fn a_leader_short_of_disk_refuses_growing_writes_serves_the_rest_and_resumes() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, _) = followers_of(leader);
+    let (c, _, _) = e.connect(follower);
+    e.call(c, create("/keep", CreateMode::Persistent)).unwrap();
+    e.call(c, create("/drop", CreateMode::Persistent)).unwrap();
+    e.nodes.get_mut(&leader).unwrap().replica.handle(Input::DiskSpace { low: true });
+    let refused = e.call(c, create("/new", CreateMode::Persistent)).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::ThrottledOp);
+    assert!(refused.reason.contains("free-space reserve"), "{refused}");
+    let set = Op::SetData { path: "/keep".into(), data: Bytes::from_static(b"x"), version: -1 };
+    assert_eq!(e.call(c, set.clone()).unwrap_err().code, ErrorCode::ThrottledOp);
+    let multi = Op::Multi(vec![Op::Delete { path: "/drop".into(), version: -1 }, create("/m", CreateMode::Persistent)]);
+    assert_eq!(e.call(c, multi).unwrap_err().code, ErrorCode::ThrottledOp, "a multi that creates grows the state");
+    // Reads and deletes go on: an operator can make room.
+    assert!(e.call(c, get("/keep", false)).is_ok());
+    e.call(c, Op::Delete { path: "/drop".into(), version: -1 }).unwrap();
+    // A follower's own disk does not decide: only the leader's log is refused.
+    e.nodes.get_mut(&leader).unwrap().replica.handle(Input::DiskSpace { low: false });
+    e.nodes.get_mut(&follower).unwrap().replica.handle(Input::DiskSpace { low: true });
+    e.call(c, set).unwrap();
+    e.call(c, create("/new", CreateMode::Persistent)).unwrap();
+    e.settle(2);
+    for node in e.nodes.values() {
+        let state = node.replica.tree().state();
+        assert!(state.node("/new").is_some() && state.node("/drop").is_none());
+    }
+}

@@ -157,6 +157,8 @@ impl pb::admin_server::Admin for AdminService {
             members,
             ephemeral_count: count(r.ephemerals),
             last_snapshot_error: r.last_snapshot_error.unwrap_or_default(),
+            disk_free_bytes: r.disk_free_bytes.unwrap_or(0),
+            disk_low: r.disk_low,
         }))
     }
 

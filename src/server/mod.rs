@@ -10,6 +10,7 @@
 //! in order: one storage batch per turn, one flush for many transactions.
 
 pub mod clock;
+pub mod disk;
 pub mod serve;
 pub mod storage_worker;
 
@@ -99,7 +100,11 @@ pub fn start(
         current_epoch = recovered.current_epoch,
         "recovered from disk"
     );
-    let replica = Replica::new(replica_config(&config), recovered, clock::now_ms());
+    let mut replica = Replica::new(replica_config(&config), recovered, clock::now_ms());
+    let mut disk = disk::DiskWatch::new(config.me().data_dir.clone(), config.disk_reserve_bytes);
+    if let Some(low) = disk.check() {
+        replica.handle(Input::DiskSpace { low });
+    }
     let (events_tx, events_rx) = mpsc::channel(INBOX);
 
     let addrs = config.members.iter().map(|m| (m.id, m.peer_addr)).collect();
@@ -131,6 +136,7 @@ pub fn start(
         proposed: std::collections::VecDeque::new(),
         looking_since: None,
         position: Position::new(span.clone(), replica_epoch, replica_committed),
+        disk,
     };
     let task = tokio::spawn(async move {
         let result = owner.run(events_rx, shutdown).instrument(span).await;
@@ -164,6 +170,8 @@ struct Owner {
     looking_since: Option<std::time::Instant>,
     /// The span of the member's position (epoch, zxid) its turns run in.
     position: Position,
+    /// Free space on the data directory, checked every tick.
+    disk: disk::DiskWatch,
 }
 
 /// A span naming the epoch and the committed zxid, replaced (not recorded
@@ -219,6 +227,9 @@ impl Owner {
             for item in turn.by_ref().take(EVENTS_PER_TURN + 1) {
                 let outcome = match item {
                     None => {
+                        if let Some(low) = self.disk.check() {
+                            self.replica.handle(Input::DiskSpace { low });
+                        }
                         self.replica.handle(Input::Tick { now_ms: clock::now_ms() });
                         Ok(())
                     }
@@ -245,7 +256,10 @@ impl Owner {
             self.applied_tx.send_if_modified(|z| std::mem::replace(z, applied) != applied);
             self.position.refresh(self.replica.zab().current_epoch(), committed);
         }
-        self.shut_down();
+        // After a storage failure nothing more is written: the page cache
+        // may have dropped what the failed fsync held, so the member stops
+        // and recovers from what the disk really has (crash-stop).
+        self.shut_down(result.is_ok());
         result
     }
 
@@ -332,6 +346,8 @@ impl Owner {
             followers: r.zab().follower_progress(),
             last_snapshot_error: self.last_snapshot_error.clone(),
             pending_syncs: r.pending_syncs(),
+            disk_free_bytes: self.disk.free(),
+            disk_low: self.disk.is_low(),
         }
     }
 
@@ -461,9 +477,9 @@ impl Owner {
         });
     }
 
-    /// Clean stop: every client is told, pending storage is flushed.
-    fn shut_down(&mut self) {
-        tracing::info!("shutting down: closing client connections and flushing the log");
+    /// Stop: every client is told; on a clean stop pending storage is flushed.
+    fn shut_down(&mut self, clean: bool) {
+        tracing::info!(clean, "shutting down: closing client connections");
         // Ends followers' streams so the peer server's graceful stop need not wait for them.
         self.transport.shut_down();
         for (_, (tx, _)) in self.conns.drain() {
@@ -479,7 +495,7 @@ impl Owner {
             }
         }
         if let Some(tx) = self.storage_tx.take() {
-            if !batch.is_empty() {
+            if clean && !batch.is_empty() {
                 let _ = tx.send(batch);
             }
         }

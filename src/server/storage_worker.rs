@@ -18,7 +18,8 @@ use tokio::sync::mpsc;
 /// A batch of operations with their sequence numbers.
 pub type Batch = Vec<(u64, StorageOp)>;
 
-/// Starts the worker; it stops when the sender is dropped, after flushing.
+/// Starts the worker; it stops when the sender is dropped, after flushing,
+/// or at the first failed write or flush, without another attempt.
 pub fn spawn(
     storage: Arc<dyn Storage>,
     events: mpsc::Sender<Event>,
@@ -39,7 +40,13 @@ pub fn spawn(
             metrics.flushed(only_ops.len(), started.elapsed());
             let event = match outcome {
                 Ok(()) => Event::Input(Input::Persisted { seq: last_seq }),
-                Err(e) => Event::StorageFailed(e.to_string()),
+                Err(e) => {
+                    // Crash-stop: never retry a failed write or fsync (the
+                    // kernel may have dropped the pages it could not write,
+                    // and a retry that succeeds would vouch for lost data).
+                    let _ = events.blocking_send(Event::StorageFailed(e.to_string()));
+                    return;
+                }
             };
             if events.blocking_send(event).is_err() {
                 return;

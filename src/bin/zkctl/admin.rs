@@ -322,6 +322,11 @@ fn print_status(s: &pb::StatusReply, out: &Printer) {
     if !s.last_snapshot_error.is_empty() {
         out.line(&format!("last snapshot failed: {}", s.last_snapshot_error));
     }
+    out.line(&format!(
+        "disk: {} MiB free{}",
+        s.disk_free_bytes >> 20,
+        if s.disk_low { ", below the reserve: writes that grow the state are refused while leading" } else { "" }
+    ));
     if !s.followers.is_empty() {
         let rows: Vec<Vec<String>> = s
             .followers

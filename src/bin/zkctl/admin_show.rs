@@ -181,6 +181,7 @@ pub fn status_json(s: &pb::StatusReply) -> Value {
         "connections": s.connection_count, "watches": s.watch_count, "ephemerals": s.ephemeral_count,
         "synced_followers": s.synced_followers, "ensemble_size": s.ensemble_size,
         "uptime_ms": s.uptime_ms, "version": s.version,
+        "disk_free_bytes": s.disk_free_bytes, "disk_low": s.disk_low,
         "followers": s.followers.iter().map(|f| json!({
             "id": f.id, "synced": f.synced, "acked_zxid": zxid(f.acked_zxid), "lag": f.lag,
         })).collect::<Vec<_>>(),

@@ -59,6 +59,9 @@ pub struct Env<'a> {
     pub now_ms: i64,
     /// Request limits.
     pub limits: Limits,
+    /// This member's disk is short of space: writes that grow the state
+    /// are refused (ThrottledOp) rather than risk failing the log's fsync.
+    pub disk_low: bool,
 }
 
 /// The leader's session tracker, session owners and queue of requests.
@@ -222,7 +225,7 @@ impl Prep {
     /// Prepares and proposes queued work while Zab has room. Returns the
     /// syncs of this member's own sessions that came due, in order.
     pub fn run(&mut self, env: Env<'_>, tick_ms: u64, now_tick: u64) -> Vec<LocalSync> {
-        let Env { zab, tree, now_ms, limits } = env;
+        let Env { zab, tree, now_ms, limits, disk_low } = env;
         let mut synced = Vec::new();
         while !self.work.is_empty() {
             let Ok(zxid) = zab.next_zxid() else { break };
@@ -231,6 +234,8 @@ impl Prep {
                 Work::Write(Write { session, cxid, op, identities }) => {
                     let body = if !self.tracker.is_live(session) {
                         TxnBody::Error(ErrorCode::SessionExpired)
+                    } else if disk_low && op.grows_state() {
+                        TxnBody::Error(ErrorCode::ThrottledOp)
                     } else {
                         let ctx = Context { session, identities: &identities, zxid, time_ms: now_ms, limits };
                         match self.pending_changes.prepare(tree, &ctx, &op) {
