@@ -1,7 +1,8 @@
 //! The leader's side of discovery, synchronization and broadcast.
 //!
 //! Discovery: once a quorum (the leader included) has sent FOLLOWERINFO, the
-//! new epoch is max(acceptedEpoch) + 1; the leader makes it durable before
+//! new epoch is max(acceptedEpoch) + 1 (or above a later promise a follower
+//! reported to an earlier reign of ours); the leader makes it durable before
 //! telling anyone (ZOOKEEPER-1291), then waits for a quorum of ACKEPOCH and
 //! aborts if a follower's history is more recent than its own.
 //!
@@ -136,12 +137,12 @@ impl Peer {
     }
 
     fn maybe_choose_epoch(&mut self) {
-        let quorum = self.config.quorum();
+        let (quorum, floor) = (self.config.quorum(), self.epoch_floor);
         let Some(l) = self.leader() else { return };
         if l.accepted_seq.is_some() || l.infos.len() < quorum {
             return;
         }
-        let epoch = l.infos.values().copied().max().unwrap_or(0) + 1;
+        let epoch = l.infos.values().copied().max().unwrap_or(0).max(floor) + 1;
         l.epoch = epoch;
         let seq = self.set_accepted_epoch(epoch);
         if let Some(l) = self.leader() {
@@ -290,6 +291,18 @@ impl Peer {
         if l.accepted_seq.is_none() {
             l.infos.insert(from, accepted_epoch);
             self.maybe_choose_epoch();
+        } else if accepted_epoch > l.epoch {
+            // The follower promised a later epoch (to a would-be leader that
+            // never won) and can never follow ours: without a new epoch above
+            // its promise it would stay out for good, and the ensemble would
+            // run one failure from unavailability. ZooKeeper leaves it out.
+            let reason = format!(
+                "follower {from} has accepted epoch {accepted_epoch}, above our epoch {}: \
+                 starting an epoch above it so it can rejoin",
+                l.epoch
+            );
+            self.epoch_floor = self.epoch_floor.max(accepted_epoch);
+            self.become_looking(&reason);
         } else if epoch_durable {
             let epoch = l.epoch;
             self.send(from, Message::LeaderInfo { epoch });

@@ -268,6 +268,10 @@ pub struct Peer {
     /// Forwards sent by this process, numbered so the leader can drop one
     /// that arrives late or twice (its channel need not be FIFO for that).
     forwarded: u64,
+    /// The highest acceptedEpoch a follower reported that was above
+    /// the epoch we led: the next epoch we propose goes above it, so that
+    /// follower (which promised never to go back) can join.
+    epoch_floor: Epoch,
 }
 
 impl Peer {
@@ -295,6 +299,7 @@ impl Peer {
             status,
             outbox: Vec::new(),
             forwarded: 0,
+            epoch_floor: 0,
             log,
             config,
         };

@@ -585,3 +585,27 @@ fn no_quorum_of_honest_acks_means_no_leader_and_no_abort() {
     assert_eq!(c.nodes[&3].peer.synced_followers(), Vec::<ServerId>::new());
     assert!(c.nodes.values().all(|n| n.applied.is_empty()), "nothing is committed without a quorum");
 }
+
+/// A follower that promised an epoch above the running leader's (to a
+/// would-be leader that never won) cannot follow it; the leader starts an
+/// epoch above that promise so the follower rejoins rather than staying
+/// out for good (found by simulation seed 0x5eed0674).
+#[test]
+fn a_follower_that_promised_a_later_epoch_rejoins_under_a_new_one() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    let epoch = c.nodes[&leader].peer.current_epoch();
+    let follower = if leader == 1 { 2 } else { 1 };
+    c.crash(follower);
+    c.nodes.get_mut(&follower).unwrap().durable.accepted_epoch = epoch + 5;
+    c.restart(follower);
+    c.settle(30);
+    assert_eq!(c.serving(), 3, "every member serves again");
+    for node in c.nodes.values() {
+        assert!(node.peer.current_epoch() > epoch + 5, "the new epoch is above the promise");
+    }
+    let zxid = c.propose(1);
+    c.settle(2);
+    assert!(c.nodes[&follower].applied.contains(&zxid), "the follower that was out applies new writes");
+}
