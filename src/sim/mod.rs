@@ -9,7 +9,9 @@
 //! every acknowledged write present. One seed is one schedule, replayed
 //! exactly: a failure names its seed (`SIM_SEED=<seed> cargo test sim::`).
 
+mod faults;
 pub mod invariants;
+mod liveness;
 pub mod network;
 mod workload;
 
@@ -33,6 +35,16 @@ use workload::Client;
 const STEP_MS: i64 = 10;
 /// Steps per tick (ticks of 50 ms).
 const STEPS_PER_TICK: u64 = 5;
+/// Chance per step that a slow replica's disk completes a flush.
+const SLOW_FLUSH: f64 = 0.03;
+/// How many times longer a slow replica's messages may take.
+const SLOW_LINK: u64 = 6;
+/// Chance per step that a calm spell (a network that delivers) begins.
+const CALM: f64 = 0.0003;
+/// How long a quorum must stay up, connected and healthy before a write
+/// must have committed (10 s of simulated time: elections, a SNAP sync and
+/// session expiry all fit well inside it).
+pub const LIVENESS_STEPS: u64 = 1000;
 
 /// The shape of one run.
 #[derive(Clone, Debug)]
@@ -58,15 +70,44 @@ pub struct Options {
     pub stall: f64,
     /// Chance that a partition is a long one (up to a fifth of the fault phase).
     pub long_partition: f64,
+    /// Chance that a flush fails: the replica stops (crash-stop, as the
+    /// server does) and restarts later from what its disk holds; the failed
+    /// batch may or may not have reached the disk.
+    pub disk_fault: f64,
+    /// Chance that a snapshot fails to save (the replica carries on).
+    pub snapshot_fault: f64,
+    /// Chance per step that an up replica becomes slow for a while: its
+    /// disk flushes rarely and its messages take several times longer.
+    pub slow: f64,
+    /// Chance per step that an up replica's disk drops below its reserve
+    /// for a while (a leader then refuses writes that grow the state).
+    pub disk_low: f64,
+    /// Check liveness: once a quorum has been up, connected and healthy for
+    /// [`LIVENESS_STEPS`], a probe client's write must have committed.
+    pub liveness: bool,
     /// Transactions between snapshots (small, to exercise SNAP and purge).
     pub snapshot_every: u64,
+    /// Steps between checks of every replica's tree digest against the
+    /// history (hashing whole trees is most of a schedule's time).
+    pub digest_every: u64,
 }
 
 impl Options {
     /// The faults of the schedules the pinned regression seeds come from:
     /// no stalled clocks, no long partitions.
     pub fn classic(nodes: u64) -> Options {
-        Options { stall: 0.0, long_partition: 0.0, ..Options::faulty(nodes) }
+        Options {
+            stall: 0.0,
+            long_partition: 0.0,
+            disk_fault: 0.0,
+            snapshot_fault: 0.0,
+            slow: 0.0,
+            disk_low: 0.0,
+            liveness: false,
+            snapshot_every: 40,
+            digest_every: 10,
+            ..Options::faulty(nodes)
+        }
     }
 
     /// A run with moderate faults.
@@ -82,7 +123,13 @@ impl Options {
             flush: 0.6,
             stall: 0.001,
             long_partition: 0.2,
-            snapshot_every: 40,
+            disk_fault: 0.001,
+            snapshot_fault: 0.05,
+            slow: 0.0006,
+            disk_low: 0.0003,
+            liveness: true,
+            snapshot_every: 100,
+            digest_every: 20,
         }
     }
 }
@@ -100,6 +147,16 @@ pub struct Report {
     pub partitions: usize,
     /// Clock stalls injected.
     pub stalls: usize,
+    /// Flushes failed (each stopped its replica).
+    pub disk_faults: usize,
+    /// Snapshots that failed to save.
+    pub snapshot_faults: usize,
+    /// Times a replica became slow.
+    pub slow: usize,
+    /// Times a replica's disk fell below its reserve.
+    pub disk_low: usize,
+    /// Liveness windows checked (a quorum healthy for [`LIVENESS_STEPS`]).
+    pub liveness_checks: usize,
     /// Writes acknowledged to clients.
     pub acked_writes: usize,
     /// Messages delivered.
@@ -129,6 +186,10 @@ struct Node {
     checked: Option<TreeState>,
     /// Its clock gives no ticks until this step.
     stalled_until: u64,
+    /// Slow disk and slow links until this step.
+    slow_until: u64,
+    /// Its disk is below the reserve until this step.
+    disk_low_until: u64,
 }
 
 /// One seeded run.
@@ -150,6 +211,15 @@ pub struct Simulation {
     heal_at_partition: Option<u64>,
     report: Report,
     next_conn: u64,
+    /// The liveness probe's draws (a stream of its own, like `later_faults`).
+    probe_rng: StdRng,
+    /// Since when the current quorum has been healthy, and who is in it.
+    healthy: Option<(u64, Vec<ServerId>)>,
+    /// When the probe last had a write acknowledged.
+    probe_acked_at: u64,
+    /// The network loses, duplicates and reorders nothing until this step
+    /// (a calm spell in the fault phase, when liveness is checked).
+    calm_until: u64,
 }
 
 impl Simulation {
@@ -168,6 +238,10 @@ impl Simulation {
             heal_at_partition: None,
             report: Report::default(),
             next_conn: 1,
+            probe_rng: StdRng::seed_from_u64(seed ^ 0x9e0b_e000),
+            healthy: None,
+            probe_acked_at: 0,
+            calm_until: 0,
             options,
         };
         for id in 1..=sim.options.nodes {
@@ -181,10 +255,15 @@ impl Simulation {
                     restart_at: None,
                     checked: None,
                     stalled_until: 0,
+                    slow_until: 0,
+                    disk_low_until: 0,
                 },
             );
         }
-        for i in 0..sim.options.clients {
+        // The liveness probe is the last client; it only ever talks to the
+        // healthy quorum.
+        let probe = usize::from(sim.options.liveness);
+        for i in 0..sim.options.clients + probe {
             sim.clients.push(Client::new(i));
         }
         sim
@@ -236,7 +315,11 @@ impl Simulation {
         let recovered =
             node.storage.recover().map_err(|e| Violation::NoProgress(format!("recovery of {id} failed: {e}")))?;
         let snapshot_zxid = recovered.snapshot_zxid();
-        node.replica = Some(Replica::new(config, recovered, now));
+        let mut replica = Replica::new(config, recovered, now);
+        if node.disk_low_until > self.step {
+            replica.handle(Input::DiskSpace { low: true });
+        }
+        node.replica = Some(replica);
         node.unflushed = None;
         node.restart_at = None;
         self.oracle.resume(id, snapshot_zxid)?;
@@ -248,6 +331,7 @@ impl Simulation {
         self.net.heal();
         for node in self.nodes.values_mut() {
             node.stalled_until = 0;
+            node.slow_until = 0;
         }
         let down: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_none()).map(|n| n.id).collect();
         for id in down {
@@ -258,7 +342,7 @@ impl Simulation {
     }
 
     fn faults(&self, healing: bool) -> Faults {
-        if healing {
+        if healing || self.step < self.calm_until {
             Faults::none()
         } else {
             self.options.faults
@@ -281,15 +365,35 @@ impl Simulation {
         // Storage flushes.
         let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
         for &id in &ids {
-            let flush = self.rng.random_bool(if healing { 1.0 } else { self.options.flush });
+            let slow = self.nodes[&id].slow_until > self.step;
+            let chance = if healing {
+                1.0
+            } else if slow {
+                SLOW_FLUSH
+            } else {
+                self.options.flush
+            };
+            let flush = self.rng.random_bool(chance);
             let node = self.nodes.get_mut(&id).expect("node exists");
-            if let (true, Some(seq), Some(replica)) = (flush, node.unflushed, node.replica.as_mut()) {
+            if let (true, Some(seq), Some(_)) = (flush, node.unflushed, node.replica.as_ref()) {
+                let calm = self.step < self.calm_until;
+                if !healing
+                    && !calm
+                    && self.options.disk_fault > 0.0
+                    && self.later_faults.random_bool(self.options.disk_fault)
+                {
+                    self.disk_failed(id);
+                    continue;
+                }
                 node.storage.flush().map_err(|e| Violation::NoProgress(format!("flush failed: {e}")))?;
                 node.unflushed = None;
-                replica.handle(Input::Persisted { seq });
+                if let Some(replica) = node.replica.as_mut() {
+                    replica.handle(Input::Persisted { seq });
+                }
                 self.drain(id)?;
             }
         }
+        self.disks_recover(healing);
         // Ticks.
         if self.step.is_multiple_of(STEPS_PER_TICK) {
             let now_ms = self.now_ms();
@@ -306,100 +410,8 @@ impl Simulation {
         if !healing {
             self.inject_faults();
         }
+        self.check_liveness()?;
         self.check_step()
-    }
-
-    fn inject_faults(&mut self) {
-        let n = self.options.nodes as usize;
-        let minority = (n - 1) / 2;
-        let down = self.nodes.values().filter(|n| n.replica.is_none()).count();
-        if down < minority && self.rng.random_bool(self.options.crash) {
-            let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
-            let victim = up[self.rng.random_range(0..up.len())];
-            let after = self.rng.random_range(20..400);
-            self.crash(victim, after);
-        }
-        if self.options.stall > 0.0 && self.later_faults.random_bool(self.options.stall) {
-            let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
-            if !up.is_empty() {
-                let victim = up[self.later_faults.random_range(0..up.len())];
-                // Up to ~40 ticks: past the sync limit, so a stalled leader is
-                // dropped and a stalled follower times its leader out late.
-                let until = self.step + self.later_faults.random_range(STEPS_PER_TICK..STEPS_PER_TICK * 40);
-                if let Some(node) = self.nodes.get_mut(&victim) {
-                    node.stalled_until = until;
-                    self.report.stalls += 1;
-                }
-            }
-        }
-        if !self.net.is_partitioned() && self.rng.random_bool(self.options.partition) {
-            let mut ids: Vec<ServerId> = self.nodes.keys().copied().collect();
-            let cut = self.rng.random_range(1..=ids.len() / 2);
-            let mut side = Vec::new();
-            for _ in 0..cut {
-                let i = self.rng.random_range(0..ids.len());
-                side.push(ids.remove(i));
-            }
-            self.net.partition(&side, &ids);
-            self.report.partitions += 1;
-            // Sometimes the cut resets connections, sometimes it is silent.
-            if self.rng.random_bool(0.5) {
-                for &a in &side {
-                    for &b in &ids {
-                        self.disconnect(a, b);
-                        self.disconnect(b, a);
-                    }
-                }
-            }
-            let long = self.rng.random_bool(self.options.long_partition);
-            let lasts = if long {
-                self.rng.random_range(500..self.options.fault_steps / 5 + 501)
-            } else {
-                self.rng.random_range(50..500)
-            };
-            self.heal_partition_at(self.step + lasts);
-        }
-        if self.partition_heals_now() {
-            self.net.heal();
-        }
-    }
-
-    fn heal_partition_at(&mut self, step: u64) {
-        self.heal_at_partition = Some(step);
-    }
-
-    fn partition_heals_now(&mut self) -> bool {
-        if self.heal_at_partition.is_some_and(|at| at <= self.step) {
-            self.heal_at_partition = None;
-            return true;
-        }
-        false
-    }
-
-    fn disconnect(&mut self, at: ServerId, peer: ServerId) {
-        if let Some(replica) = self.nodes.get_mut(&at).and_then(|n| n.replica.as_mut()) {
-            replica.handle(Input::PeerDisconnected { peer });
-            let _ = self.drain(at);
-        }
-    }
-
-    fn crash(&mut self, id: ServerId, restart_after: u64) {
-        self.report.crashes += 1;
-        let step = self.step;
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.storage.crash();
-            node.replica = None;
-            node.unflushed = None;
-            node.restart_at = Some(step + restart_after);
-        }
-        self.net.forget(id);
-        for client in &mut self.clients {
-            client.node_crashed(id);
-        }
-        let others: Vec<ServerId> = self.nodes.keys().copied().filter(|p| *p != id).collect();
-        for peer in others {
-            self.disconnect(peer, id);
-        }
     }
 
     /// Carries out a replica's outputs until it has none.
@@ -420,9 +432,13 @@ impl Simulation {
                 return Ok(());
             }
             let faults = self.faults(self.heal_at.is_some());
+            let slow = |sim: &Simulation, n: ServerId| sim.nodes.get(&n).is_some_and(|n| n.slow_until > now);
             for output in outputs {
                 match output {
-                    Output::Zab(Io::Send { to, msg }) => self.net.send(&mut self.rng, faults, now, id, to, msg),
+                    Output::Zab(Io::Send { to, msg }) => {
+                        let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
+                        self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg)
+                    }
                     Output::Zab(Io::Persist { seq, op }) => {
                         let node = self.nodes.get_mut(&id).expect("node exists");
                         node.storage
@@ -437,6 +453,16 @@ impl Simulation {
                     }
                     Output::TakeSnapshot { state } => {
                         let zxid = state.last_zxid();
+                        let fails = self.options.snapshot_fault > 0.0
+                            && self.heal_at.is_none()
+                            && self.later_faults.random_bool(self.options.snapshot_fault);
+                        if fails {
+                            self.report.snapshot_faults += 1;
+                            if let Some(r) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
+                                r.handle(Input::SnapshotFailed);
+                            }
+                            continue;
+                        }
                         let (chunks, _) = snapshot::to_chunks(&state, 512);
                         let node = self.nodes.get_mut(&id).expect("node exists");
                         node.storage.save_snapshot(zxid, &chunks).map_err(|e| Violation::NoProgress(e.to_string()))?;
@@ -463,10 +489,20 @@ impl Simulation {
             return Ok(());
         }
         let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
+        let probe = self.options.liveness.then(|| self.clients.len() - 1);
+        let healthy = self.healthy.as_ref().map(|(_, members)| members.clone()).unwrap_or_default();
         for i in 0..self.clients.len() {
-            let Some(action) = self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing) else {
-                continue;
+            let action = if Some(i) == probe {
+                // The probe leaves a member outside the healthy quorum, as a
+                // client whose server stopped answering would.
+                if let Some(node) = self.clients[i].node().filter(|n| !healthy.contains(n)) {
+                    self.clients[i].node_crashed(node);
+                }
+                self.clients[i].next_action(&mut self.probe_rng, &healthy, self.next_conn, healing)
+            } else {
+                self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing)
             };
+            let Some(action) = action else { continue };
             if let workload::Action::Connect { .. } = action {
                 self.next_conn += 1;
             }
@@ -478,6 +514,11 @@ impl Simulation {
         }
         // Durability of what was just acknowledged.
         let quorum = self.options.nodes as usize / 2 + 1;
+        if let Some(p) = probe {
+            if self.clients[p].has_new_acks() {
+                self.probe_acked_at = self.step;
+            }
+        }
         let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
         for path in acked {
             let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
@@ -490,7 +531,7 @@ impl Simulation {
     }
 
     fn check_step(&mut self) -> Result<(), Violation> {
-        if !self.step.is_multiple_of(10) {
+        if !self.step.is_multiple_of(self.options.digest_every) {
             return Ok(());
         }
         for node in self.nodes.values_mut() {
@@ -564,6 +605,18 @@ impl Simulation {
             return Err(Violation::NoProgress(format!("{leaders} leaders after healing")));
         }
         for client in &self.clients {
+            for path in client.refused_paths() {
+                if let Some(node) = self
+                    .nodes
+                    .values()
+                    .find(|n| n.replica.as_ref().is_some_and(|r| r.tree().state().node(path).is_some()))
+                {
+                    return Err(Violation::NoProgress(format!(
+                        "{path} was refused for want of disk space, yet replica {} holds it",
+                        node.id
+                    )));
+                }
+            }
             for path in client.acked_paths() {
                 for node in self.nodes.values() {
                     let present = node.replica.as_ref().is_some_and(|r| r.tree().state().node(path).is_some());

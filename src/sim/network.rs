@@ -45,6 +45,10 @@ pub struct Network {
     sent: u64,
     /// Cut links, both directions listed.
     cut: BTreeSet<(ServerId, ServerId)>,
+    /// Per link, the step before which nothing sent later may arrive: set by
+    /// messages on slow links, so a link that slows down or speeds up again
+    /// keeps its order (TCP's) rather than letting fast messages overtake.
+    floor: BTreeMap<(ServerId, ServerId), u64>,
     /// Counters.
     pub delivered: u64,
     /// Counters.
@@ -54,6 +58,22 @@ pub struct Network {
 impl Network {
     /// Sends `msg` at step `now`.
     pub fn send(&mut self, rng: &mut StdRng, faults: Faults, now: u64, from: ServerId, to: ServerId, msg: Message) {
+        self.send_slowed(rng, faults, None, now, from, to, msg);
+    }
+
+    /// Sends `msg` at step `now`; on a slow link (`slow`: how many times
+    /// longer it takes) the delay is stretched and the link keeps its order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_slowed(
+        &mut self,
+        rng: &mut StdRng,
+        faults: Faults,
+        slow: Option<u64>,
+        now: u64,
+        from: ServerId,
+        to: ServerId,
+        msg: Message,
+    ) {
         if self.cut.contains(&(from, to)) || rng.random_bool(faults.loss) {
             self.dropped += 1;
             return;
@@ -61,8 +81,15 @@ impl Network {
         let copies = if rng.random_bool(faults.duplicate) { 2 } else { 1 };
         for _ in 0..copies {
             let delay = if faults.max_delay <= 1 { 1 } else { rng.random_range(1..=faults.max_delay) };
+            let mut due = now + delay * slow.unwrap_or(1);
+            if let Some(&floor) = self.floor.get(&(from, to)) {
+                due = due.max(floor);
+            }
+            if slow.is_some() {
+                self.floor.insert((from, to), due);
+            }
             self.sent += 1;
-            self.queue.insert((now + delay, self.sent), InFlight { from, to, msg: msg.clone() });
+            self.queue.insert((due, self.sent), InFlight { from, to, msg: msg.clone() });
         }
     }
 

@@ -81,6 +81,8 @@ pub struct Client {
     outstanding: VecDeque<(i32, Expect)>,
     acked: Vec<String>,
     new_acks: Vec<String>,
+    /// Creates refused with ThrottledOp (a leader short of disk): never applied.
+    refused: Vec<String>,
     counter: u32,
 }
 
@@ -98,6 +100,7 @@ impl Client {
             outstanding: VecDeque::new(),
             acked: Vec::new(),
             new_acks: Vec::new(),
+            refused: Vec::new(),
             counter: 0,
         }
     }
@@ -115,6 +118,21 @@ impl Client {
     /// Paths whose creation was acknowledged.
     pub fn acked_paths(&self) -> &[String] {
         &self.acked
+    }
+
+    /// Creates that were refused for want of disk space.
+    pub fn refused_paths(&self) -> &[String] {
+        &self.refused
+    }
+
+    /// The replica it is connected to.
+    pub fn node(&self) -> Option<ServerId> {
+        self.node
+    }
+
+    /// Whether writes were acknowledged since [`Client::take_new_acks`] last ran.
+    pub fn has_new_acks(&self) -> bool {
+        !self.new_acks.is_empty()
     }
 
     /// Acknowledgements since the last call.
@@ -163,6 +181,7 @@ impl Client {
                         self.acked.push(path.clone());
                         self.new_acks.push(path);
                     }
+                    (Expect::Create(path), Err(e)) if e.code == ErrorCode::ThrottledOp => self.refused.push(path),
                     (Expect::Present(path), Err(e)) if e.code == ErrorCode::NoNode => {
                         return Err(Violation::StaleRead { client: self.id, path });
                     }
