@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
+.PHONY: test-nemesis build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -27,6 +27,15 @@ test:
 SIM_SEEDS ?= 5000
 soak:
 	SIM_SEEDS=$(SIM_SEEDS) $(CARGO) test --release --lib sim::tests -- --nocapture
+
+## Consistency on real processes: clients on every member of a 3-member
+## ensemble while a nemesis kill -9s and SIGSTOPs leaders and followers for
+## NEMESIS_SECS seconds, then a full crash; the history is checked for
+## linearizable writes, session order and durability. (`make test` runs it
+## for 15 s.)
+NEMESIS_SECS ?= 60
+test-nemesis:
+	NEMESIS_SECS=$(NEMESIS_SECS) $(CARGO) test --test nemesis -- --nocapture
 
 fmt:
 	$(CARGO) fmt

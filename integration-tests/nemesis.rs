@@ -1,0 +1,238 @@
+//! Consistency of a real-process ensemble under faults (nemesis): client
+//! sessions on every member compare-and-set, blind-write, read and
+//! sync-then-read a few znodes through the ZooKeeper protocol (the
+//! `zookeeper-client` crate) while a nemesis kill -9s, SIGSTOPs and restarts
+//! leaders and followers, never more than one member at once; then every
+//! member is killed together and restarted. Every operation is recorded, and
+//! [`history::check`] verifies the record against ZooKeeper's guarantees
+//! (see the checker's own tests for what each check catches).
+//!
+//! `NEMESIS_SECS` sets how long the faults run (15 s by default, as part of
+//! `make test`; `make test-nemesis` runs longer). Every loop is bounded in
+//! count and time; members are stopped by PID.
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "nemesis/history.rs"]
+mod history;
+
+use history::{FinalStates, OpKind, Outcome, Recorder};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{runtime, serial, Ensemble, Settings};
+use zookeeper_client as zk;
+
+/// The znodes the clients fight over.
+const KEYS: [&str; 3] = ["/nemesis/k0", "/nemesis/k1", "/nemesis/k2"];
+/// Client sessions (two per member).
+const CLIENTS: usize = 6;
+/// Most operations one client makes, however long the run.
+const MAX_OPS_PER_CLIENT: usize = 50_000;
+/// A request not answered in this long counts as Unknown.
+const OP_TIMEOUT: Duration = Duration::from_secs(4);
+
+fn run_seconds() -> u64 {
+    std::env::var("NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15)
+}
+
+fn initial_value(key: &str) -> String {
+    format!("init:{key}")
+}
+
+async fn session(hosts: &str) -> Option<zk::Client> {
+    let connecting = zk::Client::connector().with_session_timeout(Duration::from_secs(10)).connect(hosts);
+    tokio::time::timeout(Duration::from_secs(5), connecting).await.ok()?.ok()
+}
+
+/// What a client task does until `until`: a random mix on random keys,
+/// each operation recorded before it is sent and when its answer comes.
+async fn client_loop(index: usize, hosts: String, recorder: Recorder, until: Instant) {
+    let mut rng = StdRng::seed_from_u64(0x6e6d_0000 + index as u64);
+    let mut client: Option<zk::Client> = None;
+    // The last version this client saw per key: what its CAS expects.
+    let mut seen: BTreeMap<&str, i32> = BTreeMap::new();
+    let mut written = 0u64;
+    for _ in 0..MAX_OPS_PER_CLIENT {
+        if Instant::now() >= until {
+            break;
+        }
+        let Some(c) = client.as_ref() else {
+            client = session(&hosts).await;
+            if client.is_none() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            continue;
+        };
+        let session_id = c.session_id().0 as u64;
+        let key = KEYS[rng.random_range(0..KEYS.len())];
+        let roll = rng.random_range(0..100);
+        let result = if roll < 50 {
+            written += 1;
+            let value = format!("c{index}-{written}");
+            let expected = (roll < 30).then(|| seen.get(key).copied().unwrap_or(0));
+            let kind = OpKind::Write { value: value.clone(), expected };
+            let pending = recorder.invoke(session_id, index, key, kind);
+            let outcome = match tokio::time::timeout(OP_TIMEOUT, c.set_data(key, value.as_bytes(), expected)).await {
+                Ok(Ok(stat)) => {
+                    seen.insert(key, stat.version);
+                    Outcome::Written { version: stat.version }
+                }
+                // Only a refusal on the version is sure to have changed nothing.
+                Ok(Err(zk::Error::BadVersion)) => {
+                    seen.remove(key);
+                    Outcome::Failed("BadVersion".into())
+                }
+                Ok(Err(e)) => Outcome::Unknown(e.to_string()),
+                Err(_) => Outcome::Unknown("timed out".into()),
+            };
+            recorder.complete(pending, outcome.clone());
+            outcome
+        } else {
+            let sync = roll >= 80;
+            let kind = if sync { OpKind::SyncRead } else { OpKind::Read };
+            let pending = recorder.invoke(session_id, index, key, kind);
+            let read = async {
+                if sync {
+                    c.sync(key).await?;
+                }
+                c.get_data(key).await
+            };
+            let outcome = match tokio::time::timeout(OP_TIMEOUT, read).await {
+                Ok(Ok((data, stat))) => {
+                    seen.insert(key, stat.version);
+                    Outcome::Read { value: String::from_utf8_lossy(&data).into_owned(), version: stat.version }
+                }
+                Ok(Err(e)) => Outcome::Unknown(e.to_string()),
+                Err(_) => Outcome::Unknown("timed out".into()),
+            };
+            recorder.complete(pending, outcome.clone());
+            outcome
+        };
+        // An expired session is over: the client carries on under a new one.
+        if matches!(&result, Outcome::Unknown(e) if e.to_lowercase().contains("expired")) {
+            client = None;
+        }
+    }
+}
+
+/// Sends `signal` to member `id` by its PID.
+fn signal(ensemble: &mut Ensemble, id: u64, signal: &str) {
+    if let Some(pid) = ensemble.member(id).pid() {
+        let _ = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status();
+    }
+}
+
+/// Kills and stops members, one at a time, until `until`; returns what it did.
+fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant, started: Instant) -> Vec<String> {
+    let mut rng = StdRng::seed_from_u64(0x6e6d_e515);
+    let mut timeline = Vec::new();
+    let ids = ensemble.ids();
+    for _ in 0..1000 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..1500)));
+        if Instant::now() >= until {
+            break;
+        }
+        let leader = rt.block_on(ensemble.leader(Duration::from_secs(30)));
+        let victim = if rng.random_bool(0.5) {
+            leader
+        } else {
+            let followers: Vec<u64> = ids.iter().copied().filter(|id| *id != leader).collect();
+            followers[rng.random_range(0..followers.len())]
+        };
+        let role = if victim == leader { "leader" } else { "follower" };
+        let down_for = Duration::from_millis(rng.random_range(300..3000));
+        let at = started.elapsed().as_secs_f64();
+        if rng.random_bool(0.5) {
+            timeline.push(format!("{at:7.2}s kill -9 {role} {victim}, restart after {down_for:?}"));
+            ensemble.kill(victim);
+            std::thread::sleep(down_for);
+            ensemble.spawn(victim);
+        } else {
+            timeline.push(format!("{at:7.2}s SIGSTOP {role} {victim} for {down_for:?}"));
+            signal(ensemble, victim, "STOP");
+            std::thread::sleep(down_for);
+            signal(ensemble, victim, "CONT");
+        }
+        ensemble.wait_serving(ids.clone(), Duration::from_secs(30));
+    }
+    timeline
+}
+
+/// Every key's value and version as member `id` has it, after a sync.
+async fn final_state(ensemble: &Ensemble, id: u64) -> BTreeMap<String, (String, i32)> {
+    let client = session(&ensemble.zookeeper(&[id])).await.unwrap_or_else(|| panic!("a session on member {id}"));
+    let mut out = BTreeMap::new();
+    for key in KEYS {
+        client.sync(key).await.unwrap_or_else(|e| panic!("sync {key} on member {id}: {e}"));
+        let (data, stat) = client.get_data(key).await.unwrap_or_else(|e| panic!("read {key} on member {id}: {e}"));
+        out.insert(key.to_string(), (String::from_utf8_lossy(&data).into_owned(), stat.version));
+    }
+    out
+}
+
+#[test]
+fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
+    let _serial = serial();
+    let settings = Settings { snapshot_every: 300, ..Settings::default() };
+    let mut ensemble = Ensemble::start_with(settings);
+    let rt = runtime();
+    let hosts: Vec<String> = ensemble.ids().iter().map(|id| ensemble.zookeeper(&[*id])).collect();
+    rt.block_on(async {
+        let client = session(&ensemble.zookeeper(&ensemble.ids())).await.expect("a session");
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        client.create("/nemesis", b"", &open).await.expect("create /nemesis");
+        for key in KEYS {
+            client.create(key, initial_value(key).as_bytes(), &open).await.expect("create a key");
+        }
+    });
+
+    let recorder = Recorder::new();
+    let started = Instant::now();
+    let until = started + Duration::from_secs(run_seconds());
+    let all = Arc::new(ensemble.zookeeper(&ensemble.ids()));
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            // Half the clients stay on one member (and ride out its faults
+            // there); the others may move to any member.
+            let hosts = if i < hosts.len() { hosts[i].clone() } else { all.to_string() };
+            rt.spawn(client_loop(i, hosts, recorder.clone(), until))
+        })
+        .collect();
+    let mut timeline = nemesis(&mut ensemble, &rt, until, started);
+    rt.block_on(async {
+        for task in tasks {
+            let _ = tokio::time::timeout(OP_TIMEOUT * 3, task).await;
+        }
+    });
+
+    timeline.push(format!("{:7.2}s kill -9 every member, then restart all", started.elapsed().as_secs_f64()));
+    for id in ensemble.ids() {
+        ensemble.kill(id);
+    }
+    ensemble.start_all();
+    let finals: FinalStates = rt.block_on(async {
+        let mut finals = FinalStates::new();
+        for id in ensemble.ids() {
+            finals.insert(id, final_state(&ensemble, id).await);
+        }
+        finals
+    });
+
+    let ops = recorder.ops();
+    let initial = KEYS.iter().map(|k| (k.to_string(), initial_value(k))).collect();
+    let report = history::check(&ops, &initial, &finals);
+    println!("nemesis timeline:\n{}\n{report}", timeline.join("\n"));
+    if !report.is_valid() {
+        let kept = std::env::temp_dir().join(format!("zabkeeper-nemesis-history-{}.json", std::process::id()));
+        let _ = history::write_json(&ops, &kept);
+        panic!("the history broke ZooKeeper's guarantees (history kept in {}):\n{report}", kept.display());
+    }
+    let acked = ops.iter().filter(|o| matches!(o.outcome, Outcome::Written { .. })).count();
+    assert!(acked > 100, "the clients made progress under the nemesis: {acked} writes acknowledged");
+    assert!(ensemble.panics().is_empty(), "{:?}", ensemble.panics());
+}
