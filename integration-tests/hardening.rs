@@ -155,8 +155,10 @@ fn a_frame_over_jute_maxbuffer_closes_only_that_connection_and_the_session_lives
         // 1 MiB of data makes a frame over jute.maxbuffer (1 048 575 bytes).
         let err = client.set_data("/x", &vec![1u8; 1 << 20], None).await.expect_err("the frame is too long");
         // Usually ConnectionLoss; on a loaded machine the client may time
-        // out first. Either way it got no answer, and nothing was applied.
-        assert!(matches!(err, zk::Error::ConnectionLoss | zk::Error::Timeout), "{err:?}");
+        // out first, or still be writing the frame when the server closes
+        // (broken pipe, reset). Either way it got no answer, and nothing was applied.
+        let closed_while_writing = ["BrokenPipe", "ConnectionReset"].iter().any(|k| format!("{err:?}").contains(k));
+        assert!(matches!(err, zk::Error::ConnectionLoss | zk::Error::Timeout) || closed_while_writing, "{err:?}");
         let mut data = None;
         for _ in 0..50 {
             match client.get_data("/x").await {

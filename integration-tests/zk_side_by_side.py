@@ -55,9 +55,6 @@ from zk_support import (  # noqa: E402
 # release-3.9.5, file named in each entry).
 V39 = "ZooKeeper 3.8.0 behaves as releases before 3.9; zabkeeper follows 3.9.5: "
 KNOWN = {
-    "unknown opcode 999: connection afterwards":
-        "ZooKeeper closes the connection after answering UNIMPLEMENTED; zabkeeper answers "
-        "UNIMPLEMENTED and keeps it (a client sees the same error code either way)",
     "sasl (102)":
         "zabkeeper does not serve SASL and answers UNIMPLEMENTED; ZooKeeper without a SASL "
         "configuration answers an empty token (docs/zookeeper-clients.md lists SASL as not served)",
@@ -79,12 +76,6 @@ KNOWN = {
     "checkWatches data on persistent":
         V39 + "3.8.0 counts a persistent watch as a Data watch; 3.9's DataTree.containsWatcher "
         "asks for WatcherMode.STANDARD",
-    "getData empty path":
-        "ZooKeeper's DataTree also keys the root as \"\", so a read of the empty path reads the "
-        "root; zabkeeper answers NONODE (every ZooKeeper client library refuses \"\" before "
-        "sending it)",
-    "getChildren empty path":
-        "as 'getData empty path'",
     "B's connection after a reattach with a wrong password":
         "ZooKeeper closes the session's current connection before it checks the password of a "
         "new connect for that session (ZooKeeperServer.processConnectRequest); zabkeeper checks "

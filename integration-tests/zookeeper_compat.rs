@@ -623,3 +623,61 @@ fn zookeeper_clients_ride_out_a_leader_kill() {
     });
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
+
+/// Reads one length-prefixed frame (bounded by the stream's read timeout); None at EOF.
+fn read_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut payload = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut payload).ok()?;
+    Some(payload)
+}
+
+/// A reply's xid and error code.
+fn reply_header(frame: &[u8]) -> (i32, i32) {
+    let xid = i32::from_be_bytes(frame[0..4].try_into().expect("4 bytes"));
+    let err = i32::from_be_bytes(frame[12..16].try_into().expect("4 bytes"));
+    (xid, err)
+}
+
+/// As ZooKeeper's UnimplementedRequestProcessor: an unknown opcode is
+/// answered UNIMPLEMENTED after the replies before it, then the connection
+/// closes; the session lives on and can be resumed.
+#[test]
+fn an_unknown_opcode_is_answered_then_the_connection_closes_and_the_session_lives() {
+    let ensemble = Ensemble::start(1);
+    let addr: SocketAddr = ensemble.zookeeper(&[1]).parse().expect("one address");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&zk_wire::connect_frame(0)).expect("send connect");
+    let connected = read_frame(&mut s).expect("a ConnectResponse");
+    let session = i64::from_be_bytes(connected[8..16].try_into().expect("8 bytes"));
+    let password = connected[20..36].to_vec();
+    assert_ne!(session, 0, "a new session");
+    let mut unknown = 2i32.to_be_bytes().to_vec();
+    unknown.extend_from_slice(&999i32.to_be_bytes());
+    let mut pipelined = zk_wire::get_data_frame(1, "/");
+    pipelined.extend_from_slice(&zk_wire::frame(&unknown));
+    pipelined.extend_from_slice(&zk_wire::get_data_frame(3, "/"));
+    s.write_all(&pipelined).expect("send requests");
+    assert_eq!(read_frame(&mut s).map(|f| reply_header(&f)), Some((1, 0)), "the read before it is answered");
+    assert_eq!(read_frame(&mut s).map(|f| reply_header(&f)), Some((2, -6)), "UNIMPLEMENTED");
+    assert_eq!(read_frame(&mut s), None, "then the connection closes; the request after it is not served");
+
+    // The session lives on: a reconnect with its password resumes it.
+    let mut again = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    again.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut resume = Vec::new();
+    resume.extend_from_slice(&0i32.to_be_bytes());
+    resume.extend_from_slice(&0i64.to_be_bytes());
+    resume.extend_from_slice(&10_000i32.to_be_bytes());
+    resume.extend_from_slice(&session.to_be_bytes());
+    resume.extend_from_slice(&16i32.to_be_bytes());
+    resume.extend_from_slice(&password);
+    resume.push(0);
+    again.write_all(&zk_wire::frame(&resume)).expect("send the reattach");
+    let resumed = read_frame(&mut again).expect("a ConnectResponse");
+    assert_ne!(&resumed[4..8], &[0, 0, 0, 0], "the session was resumed (a timeout, not expired)");
+    assert_eq!(i64::from_be_bytes(resumed[8..16].try_into().expect("8 bytes")), session);
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}

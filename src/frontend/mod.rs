@@ -33,6 +33,8 @@ pub struct Session {
     conn: ConnId,
     handle: Handle,
     in_flight: Arc<Semaphore>,
+    /// The most requests in flight at once (the semaphore's size).
+    max_in_flight: usize,
     stats: Arc<ConnStats>,
 }
 
@@ -68,7 +70,8 @@ impl Session {
         }
         // Beyond this many unanswered requests the front end stops reading
         // the connection (TCP backpressure) until replies go out.
-        let in_flight = Arc::new(Semaphore::new(handle.config.limits.max_outstanding_per_session));
+        let max_in_flight = handle.config.limits.max_outstanding_per_session;
+        let in_flight = Arc::new(Semaphore::new(max_in_flight));
         let outbox = Outbox {
             rx,
             in_flight: in_flight.clone(),
@@ -77,7 +80,7 @@ impl Session {
             conn_stats: conn_stats.clone(),
             queued_bytes,
         };
-        Some((Session { conn, handle: handle.clone(), in_flight, stats: conn_stats }, outbox))
+        Some((Session { conn, handle: handle.clone(), in_flight, max_in_flight, stats: conn_stats }, outbox))
     }
 
     /// This connection's id.
@@ -93,6 +96,16 @@ impl Session {
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// Waits until every request sent so far has its reply handed to the
+    /// writer (so a connection closed next closes after them).
+    pub async fn answered(&self) {
+        let all = u32::try_from(self.max_in_flight).unwrap_or(u32::MAX);
+        // The slots held by earlier requests come back as their replies go out.
+        if let Ok(permits) = self.in_flight.acquire_many(all).await {
+            drop(permits);
         }
     }
 

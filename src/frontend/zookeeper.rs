@@ -151,7 +151,18 @@ pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop
                         }
                         Ok(Decoded::Unsupported { xid, opcode, code }) => {
                             tracing::debug!(%peer, xid, opcode, "unsupported opcode");
-                            session.bad_request(xid, header_only, ZkError::new(code, "")).await
+                            let delivered = session.bad_request(xid, header_only, ZkError::new(code, "")).await;
+                            // As ZooKeeper's UnimplementedRequestProcessor: answer,
+                            // then close the connection (the session lives on).
+                            // SASL has its own path there and keeps the connection.
+                            let sasl = opcode == OpCode::Sasl.code();
+                            if delivered && code == ErrorCode::Unimplemented && !sasl {
+                                let answered = session.answered();
+                                let _ = tokio::time::timeout(std::time::Duration::from_secs(10), answered).await;
+                                tracing::info!(%peer, xid, opcode, "unimplemented opcode answered; closing this connection");
+                                break 'read;
+                            }
+                            delivered
                         }
                         Err(e) => {
                             tracing::info!(%peer, error = %e, "unreadable request header; closing this connection");

@@ -8,6 +8,8 @@
 //! reads: a malformed path names no node, so the answer is NoNode (NoWatcher
 //! for checkWatches/removeWatches), and addWatch/SetWatches register what they
 //! are given. Only exists refuses a NUL character (BADARGUMENTS), as there.
+//! The empty path reads the root, as in ZooKeeper (whose tree keys the root
+//! under "" too).
 
 use crate::acl::{self, perms, Id};
 use crate::error::{ErrorCode, ZkError};
@@ -45,6 +47,16 @@ fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(),
     }
 }
 
+/// ZooKeeper's DataTree keys the root under "" as well as "/", and reads
+/// do not validate paths: a read of the empty path reads the root.
+fn root_alias(path: &str) -> &str {
+    if path.is_empty() {
+        "/"
+    } else {
+        path
+    }
+}
+
 /// Answers a read or session-local op for `session` with `identities`.
 /// `Auth` and writes are not handled here.
 pub fn execute(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op) -> ReadOutcome {
@@ -57,6 +69,7 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
     let watcher = |watch: bool| watch.then_some(session);
     match op {
         Op::Exists { path, watch } => {
+            let path = root_alias(path);
             check_no_nul(path)?;
             if tree.state().node(path).is_some() {
                 require(tree, path, perms::READ, identities)?;
@@ -64,22 +77,26 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
             tree.exists(path, watcher(*watch)).map(OpResult::Stat).map_err(|c| err(c, path))
         }
         Op::GetData { path, watch } => {
+            let path = root_alias(path);
             require(tree, path, perms::READ, identities)?;
             let (data, stat) = tree.get_data(path, watcher(*watch)).map_err(|c| err(c, path))?;
             Ok(OpResult::Data { data, stat })
         }
         Op::GetChildren { path, watch, with_stat } => {
+            let path = root_alias(path);
             require(tree, path, perms::READ, identities)?;
             let (children, stat) = tree.get_children(path, watcher(*watch)).map_err(|c| err(c, path))?;
             Ok(OpResult::Children { children, stat: with_stat.then_some(stat) })
         }
         Op::GetAcl { path } => {
+            let path = root_alias(path);
             require(tree, path, perms::READ | perms::ADMIN, identities)?;
             let (list, stat) = tree.get_acl(path).map_err(|c| err(c, path))?;
             let acl = if acl::permits(&list, perms::ADMIN, identities) { list.to_vec() } else { acl::redacted(&list) };
             Ok(OpResult::Acl { acl, stat })
         }
         Op::GetAllChildrenNumber { path } => {
+            let path = root_alias(path);
             require(tree, path, perms::READ, identities)?;
             Ok(OpResult::Count(i32::try_from(tree.state().descendant_count(path)).unwrap_or(i32::MAX)))
         }

@@ -534,6 +534,16 @@ fn malformed_read_paths_answer_as_zookeeper() {
         let check = Op::CheckWatches { path: path.into(), kind: WatcherType::Any };
         assert_eq!(e.call(c, check).unwrap_err().code, ErrorCode::NoWatcher, "checkWatches {path}");
     }
+    // The empty path reads the root, as ZooKeeper's tree keys it under "" too.
+    let Ok(OpResult::Data { stat, .. }) = e.call(c, get("", false)) else { panic!("getData of \"\"") };
+    let Ok(OpResult::Data { stat: root, .. }) = e.call(c, get("/", false)) else { panic!("getData /") };
+    assert_eq!(stat, root);
+    let children = e.call(c, Op::GetChildren { path: "".into(), watch: false, with_stat: false });
+    assert!(
+        matches!(children, Ok(OpResult::Children { ref children, .. }) if children.contains(&"a".to_string())),
+        "{children:?}"
+    );
+    assert!(matches!(e.call(c, Op::Exists { path: "".into(), watch: false }), Ok(OpResult::Stat(_))));
     // exists alone refuses a NUL character.
     let nul = Op::Exists { path: "/a\0".into(), watch: false };
     assert_eq!(e.call(c, nul).unwrap_err().code, ErrorCode::BadArguments);
