@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: test-nemesis build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
+.PHONY: test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -84,22 +84,40 @@ compat:
 		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper
 
 ## The same operations against Apache ZooKeeper (Debian's `zookeeper` package)
-## and one zabkeeper server, compared op by op; skipped, saying why, when the
+## and one zabkeeper server, compared op by op, then a scripted zkCli.sh session
+## against both (a 3-member ensemble here); skipped, saying why, when the
 ## package is not installed (`make zookeeper-package` installs it).
 side-by-side:
 	$(CARGO) build --bin zabkeeper
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
+	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
 
 ## Installs Debian's zookeeper package (as root, or with sudo when it asks no
 ## password); says why not when it cannot.
 zookeeper-package:
-	@if [ -e /usr/share/java/zookeeper.jar ]; then echo "zookeeper package: already installed"; \
-	elif ! command -v apt-get >/dev/null 2>&1; then echo "zookeeper package: no apt-get here, not installed"; \
-	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper \
-		|| echo "zookeeper package: apt-get install failed, not installed"; \
-	elif sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper \
-		|| echo "zookeeper package: apt-get install failed, not installed"; \
-	else echo "zookeeper package: not root and no password-less sudo, not installed"; fi
+	@$(MAKE) --no-print-directory debian-packages WHAT="zookeeper package" MARKERS=/usr/share/java/zookeeper.jar PACKAGES=zookeeper
+
+## Curator (Java), a JDK to compile against it, and zkCli.sh, from Debian's
+## packages: what integration-tests/curator.rs needs (it is skipped, saying
+## why, without them; CI installs them).
+java-clients:
+	@$(MAKE) --no-print-directory debian-packages WHAT="java clients" \
+		MARKERS="/usr/bin/javac /usr/share/java/curator-framework.jar /usr/share/java/curator-recipes.jar /usr/share/zookeeper/bin/zkCli.sh" \
+		PACKAGES="default-jdk-headless libcurator-framework-java libcurator-recipes-java zookeeper"
+
+## Curator's recipes against a 3-member ensemble (needs `make java-clients`).
+test-curator:
+	$(CARGO) test --test curator -- --nocapture
+
+# apt-get install $(PACKAGES) unless every file of $(MARKERS) exists, as root or with password-less sudo.
+debian-packages:
+	@if ls $(MARKERS) >/dev/null 2>&1; then echo "$(WHAT): already installed"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "$(WHAT): no apt-get here, not installed"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(PACKAGES) \
+		|| echo "$(WHAT): apt-get install failed, not installed"; \
+	elif sudo -n true 2>/dev/null; then sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(PACKAGES) \
+		|| echo "$(WHAT): apt-get install failed, not installed"; \
+	else echo "$(WHAT): not root and no password-less sudo, not installed"; fi
 
 bench:
 	$(CARGO) bench --bench core

@@ -679,12 +679,8 @@ def main():
     parser.add_argument("--verbose", action="store_true", help="print every step's observation")
     args = parser.parse_args()
 
-    classpath, why = zk.find_zookeeper_classpath()
+    classpath = zk.zookeeper_or_skip("side-by-side check", args.require_zookeeper)
     if classpath is None:
-        msg = f"side-by-side check SKIPPED: {why} (apt-get install -y zookeeper)"
-        if args.require_zookeeper:
-            zk.fail(msg)
-        print(msg)
         return 0
     version = zk.zookeeper_version(classpath)
     print(f"side-by-side: Apache ZooKeeper {version} (Debian package) vs zabkeeper ({args.binary})")

@@ -619,6 +619,21 @@ def find_zookeeper_classpath():
     return ":".join(os.path.join(base, j) for j in jars if os.path.exists(os.path.join(base, j))), None
 
 
+def zookeeper_or_skip(what, require, also=()):
+    """The classpath of Debian's zookeeper package; None (after saying why
+    `what` is skipped) when it, or a file in `also`, is missing, or a
+    failure when `require` is set."""
+    classpath, why = find_zookeeper_classpath()
+    missing = [f for f in also if not os.path.exists(f)]
+    if classpath is None or missing:
+        msg = f"{what} SKIPPED: {why or ', '.join(missing) + ' missing'} (make zookeeper-package)"
+        if require:
+            fail(msg)
+        print(msg)
+        return None
+    return classpath
+
+
 def zookeeper_version(classpath):
     """The version string the jar reports, e.g. '3.8.0'."""
     try:

@@ -144,7 +144,13 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
             }
             Ok(OpResult::Empty)
         }
-        Op::WhoAmI => Ok(OpResult::Identities(identities.to_vec())),
+        Op::WhoAmI => {
+            // ZooKeeper keeps a session's identities in a hash set; sorted
+            // here, so the answer is the same on every member.
+            let mut ids = identities.to_vec();
+            ids.sort_by(|a, b| (&a.scheme, &a.id).cmp(&(&b.scheme, &b.id)));
+            Ok(OpResult::Identities(ids))
+        }
         Op::Ping => Ok(OpResult::Empty),
         other => {
             Err(ZkError::with_reason(ErrorCode::Unimplemented, other.path().unwrap_or(""), "not a read operation"))

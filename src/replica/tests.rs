@@ -732,3 +732,19 @@ fn a_leader_short_of_disk_refuses_growing_writes_serves_the_rest_and_resumes() {
         assert!(state.node("/new").is_some() && state.node("/drop").is_none());
     }
 }
+
+#[test]
+fn whoami_lists_the_sessions_identities_sorted() {
+    let mut e = Ensemble::new(1);
+    let (c, _, _) = e.connect(1);
+    for user in ["zed:pw", "alice:pw"] {
+        e.call(c, Op::Auth { scheme: "digest".into(), auth: Bytes::from(user.to_string()) }).unwrap();
+    }
+    let Ok(OpResult::Identities(ids)) = e.call(c, Op::WhoAmI) else { panic!("whoAmI answers identities") };
+    let keys: Vec<(String, String)> = ids.iter().map(|i| (i.scheme.clone(), i.id.clone())).collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "sorted by scheme then id");
+    let at = |user: &str| keys.iter().position(|k| k.1.starts_with(user)).expect("the identity is listed");
+    assert!(at("alice:") < at("zed:"), "{keys:?}");
+}

@@ -1,0 +1,148 @@
+//! Apache Curator, unchanged, against a 3-member ensemble: the program in
+//! `integration-tests/curator/CuratorSuite.java` is compiled at test time
+//! against Debian's `libcurator-framework-java`, `libcurator-recipes-java`
+//! and `libzookeeper-java` (`make java-clients` installs them; without them
+//! the test says it is skipped and why). It runs CRUD, transactions,
+//! LeaderLatch, LeaderSelector, InterProcessMutex, InterProcessSemaphoreV2,
+//! DistributedDoubleBarrier, DistributedAtomicLong, SharedCount, CuratorCache
+//! and a protected ephemeral PersistentNode; when it prints `KILL_LEADER`
+//! this test kill -9s the leader, restarts it, and answers `KILLED`.
+//!
+//! Every wait is bounded; the Java process and the members are stopped by PID.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use support::{runtime, serial, Ensemble};
+
+/// Where Debian puts the jars.
+const JAVA_DIR: &str = "/usr/share/java";
+/// The jars the suite compiles and runs against.
+const JARS: [&str; 8] = [
+    "curator-framework.jar",
+    "curator-client.jar",
+    "curator-recipes.jar",
+    "zookeeper.jar",
+    "zookeeper-jute.jar",
+    "guava.jar",
+    "slf4j-api.jar",
+    "slf4j-nop.jar",
+];
+/// Checks the suite runs, in order.
+const CHECKS: [&str; 11] = [
+    "crud",
+    "transaction",
+    "leader-latch",
+    "leader-selector",
+    "mutex",
+    "semaphore",
+    "double-barrier",
+    "atomic-long",
+    "shared-count",
+    "cache",
+    "persistent-node",
+];
+
+/// The classpath of Debian's jars, or why it cannot be had.
+fn classpath() -> Result<String, String> {
+    for tool in ["javac", "java"] {
+        let found = Command::new(tool).arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        if !found.is_ok_and(|s| s.success()) {
+            return Err(format!("`{tool}` is not installed (make java-clients installs a JDK)"));
+        }
+    }
+    let mut parts = Vec::new();
+    for jar in JARS {
+        let path = Path::new(JAVA_DIR).join(jar);
+        if !path.exists() {
+            return Err(format!("{} is missing (make java-clients installs Debian's Curator)", path.display()));
+        }
+        parts.push(path.display().to_string());
+    }
+    Ok(parts.join(":"))
+}
+
+/// Compiles the suite into `out`.
+fn compile(classpath: &str, out: &Path) {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration-tests/curator/CuratorSuite.java");
+    let status =
+        Command::new("javac").arg("-d").arg(out).arg("-cp").arg(classpath).arg(&source).status().expect("run javac");
+    assert!(status.success(), "javac failed on {}", source.display());
+}
+
+#[test]
+fn curator_recipes_work_unchanged_across_a_leader_kill() {
+    let classpath = match classpath() {
+        Ok(cp) => cp,
+        Err(reason) => {
+            eprintln!("skipped: {reason}");
+            return;
+        }
+    };
+    let _serial = serial();
+    let classes = tempfile::tempdir().expect("temp dir");
+    compile(&classpath, classes.path());
+    let mut ensemble = Ensemble::start(3);
+    let rt = runtime();
+    let mut java = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}:{classpath}", classes.path().display()))
+        .arg("CuratorSuite")
+        .arg(ensemble.zookeeper(&ensemble.ids()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start java");
+    let mut to_suite = java.stdin.take().expect("piped stdin");
+    let stdout = java.stdout.take().expect("piped stdout");
+    let (lines_tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut passed = Vec::new();
+    let mut output = Vec::new();
+    let mut kills = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Ok(line) = lines.recv_timeout(left) else { break };
+        println!("curator: {line}");
+        if let Some(check) = line.strip_prefix("PASS ") {
+            passed.push(check.to_string());
+        } else if line.starts_with("KILL_LEADER") {
+            let leader = rt.block_on(ensemble.leader(Duration::from_secs(30)));
+            ensemble.kill(leader);
+            ensemble.spawn(leader);
+            kills += 1;
+            writeln!(to_suite, "KILLED").expect("answer the suite");
+            to_suite.flush().expect("answer the suite");
+        }
+        output.push(line);
+    }
+    let status = loop {
+        if let Ok(Some(status)) = java.try_wait() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = java.kill();
+            let _ = java.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = output.join("\n");
+    assert!(status.is_some_and(|s| s.success()), "the Curator suite failed ({status:?}):\n{output}");
+    assert_eq!(passed, CHECKS, "every check passed, in order:\n{output}");
+    assert_eq!(kills, 3, "the leader was killed during the latch, mutex and persistent-node checks");
+    assert!(ensemble.panics().is_empty(), "{:?}", ensemble.panics());
+}
