@@ -459,3 +459,52 @@ fn zkctl_lock_runs_commands_one_at_a_time_and_elect_hands_over() {
     let out = zkctl(s, &["elect", "/e"]);
     assert_eq!(out.status.code(), Some(2), "campaigning needs a value");
 }
+
+/// zkctl with no command is a shell on one session: driven here in a
+/// pseudo-terminal, as a person types (tab completion of commands and paths,
+/// errors that leave the shell running, history kept in a file, and the
+/// session's ephemerals gone once it quits).
+#[test]
+fn zkctl_without_a_command_is_an_interactive_shell() {
+    let ensemble = Ensemble::start(1);
+    let server = ensemble.grpc(&[1]);
+    let history = tempfile::tempdir().expect("temp dir");
+    let history_file = history.path().join("history");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    command.args(["--server", &server]).env_remove("ZKCTL_SERVER").env("ZKCTL_HISTORY", &history_file);
+    let mut shell = rexpect::session::spawn_command(command, Some(15_000)).expect("start zkctl in a pty");
+    let prompt = format!("[zkctl: {server}] ");
+    shell.exp_string(&prompt).expect("the prompt");
+    shell.send_line("create /shell hello").expect("type");
+    shell.exp_string("/shell").expect("the created path");
+    shell.exp_string(&prompt).expect("the prompt again");
+    shell.send_line("create -e /shell/eph x").expect("type");
+    shell.exp_string(&prompt).expect("the prompt again");
+    // "cre" completes to the command, "/sh" to the path.
+    // Keys without a newline must be flushed to reach the terminal.
+    shell.send("cre\t").expect("type");
+    shell.flush().expect("type");
+    shell.exp_string("create").expect("the command completed");
+    shell.send(" -e /sh\t").expect("type");
+    shell.flush().expect("type");
+    shell.exp_string("/shell").expect("the path completed");
+    shell.send("/second y\r").expect("type");
+    shell.flush().expect("type");
+    shell.exp_string("/shell/second").expect("created through the completed line");
+    shell.exp_string(&prompt).expect("the prompt again");
+    shell.send_line("get /shell").expect("type");
+    shell.exp_string("hello").expect("the data");
+    shell.send_line("frobnicate").expect("type");
+    shell.exp_string("unrecognized subcommand").expect("a usage error");
+    shell.exp_string(&prompt).expect("the shell goes on");
+    shell.send_line("ls /shell").expect("type");
+    shell.exp_string("eph").expect("the children, ephemerals of this session included");
+    shell.send_line("quit").expect("type");
+    shell.exp_eof().expect("the shell ends");
+
+    let saved = std::fs::read_to_string(&history_file).expect("the history file");
+    assert!(saved.contains("create /shell hello") && saved.contains("get /shell"), "{saved}");
+    // One session for the whole shell: its ephemerals went when it quit.
+    let after = ok(&zkctl(&server, &["ls", "/shell"]));
+    assert_eq!(after[0]["children"], serde_json::json!([]), "{after:?}");
+}

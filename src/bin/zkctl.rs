@@ -1,7 +1,8 @@
 //! zkctl: a command-line client for zabkeeper, in the style of zkCli and
 //! etcdctl. Each invocation opens one session, runs one subcommand, and
 //! closes the session (so an ephemeral created by `zkctl create -e` lives only
-//! as long as that invocation).
+//! as long as that invocation). Without a subcommand it opens an interactive
+//! shell on one session (see `shell`).
 //!
 //! Exit codes: 0 success, 1 the server answered with an error code, 2 usage
 //! (bad arguments, ACL or connect string), 3 connection problems (no server,
@@ -22,6 +23,8 @@ mod commands;
 mod output;
 #[path = "zkctl/recipes.rs"]
 mod recipes;
+#[path = "zkctl/shell.rs"]
+mod shell;
 
 use clap::{Parser, Subcommand};
 use output::{Exit, Printer};
@@ -69,9 +72,23 @@ struct Cli {
     auth: Vec<String>,
     #[command(flatten)]
     admin_options: admin::AdminOptions,
+    /// Without one, an interactive shell (history, tab completion of commands and paths).
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
+
+/// Where `admin` commands go (also from the shell).
+pub struct AdminTarget {
+    /// The admin address.
+    address: String,
+    /// Token and data-directory options.
+    options: admin::AdminOptions,
+    /// Limit for each call.
+    timeout: Duration,
+}
+
+/// A create's mode and ACL, checked before any session is opened.
+type CreatePlan = Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>;
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -257,9 +274,13 @@ fn parse_auth(text: &str) -> Result<(String, Vec<u8>), String> {
 async fn run(cli: Cli) -> Exit {
     let out = Printer { json: cli.json };
     let timeout = Duration::from_millis(cli.timeout_ms);
-    if let Command::Admin(command) = cli.command {
-        return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
-    }
+    let command = match cli.command {
+        Some(Command::Admin(command)) => {
+            return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
+        }
+        Some(command) => Some(command),
+        None => None,
+    };
     let mut options = ClientOptions::default()
         .with_session_timeout(Duration::from_millis(cli.session_timeout_ms))
         .with_connect_timeout(timeout)
@@ -270,34 +291,20 @@ async fn run(cli: Cli) -> Exit {
             Err(message) => return out.usage(&message),
         }
     }
+    let Some(command) = command else {
+        let admin = AdminTarget { address: cli.admin, options: cli.admin_options, timeout };
+        return shell::run(cli.server, options, admin, out).await;
+    };
     // Arguments are checked before a session is opened for nothing.
-    let create_plan = match &cli.command {
-        Command::Create { ephemeral, sequential, container, ttl, acl, .. } => {
-            let mode = match commands::create_mode(*ephemeral, *sequential, *container, ttl.is_some()) {
-                Ok(mode) => mode,
-                Err(message) => return out.usage(&message),
-            };
-            match parse_acl(acl) {
-                Ok(acl) => Some((mode, acl)),
-                Err(e) => return out.fail(&e),
-            }
-        }
-        Command::Setacl { acl, .. } => {
-            if let Err(e) = parse_acl(acl) {
-                return out.fail(&e);
-            }
-            None
-        }
-        Command::Elect { leader: false, value: None, .. } => {
-            return out.usage("elect needs a VALUE to campaign with, or --leader to print the leader");
-        }
-        _ => None,
+    let create_plan = match plan(&command, &out) {
+        Ok(plan) => plan,
+        Err(exit) => return exit,
     };
     let client = match Client::connect(&cli.server, options).await {
         Ok(client) => client,
         Err(e) => return out.fail(&e),
     };
-    let result = dispatch(&client, &out, cli.command, create_plan).await;
+    let result = dispatch(&client, &out, command, create_plan).await;
     // The session's end is part of the command (it removes `create -e` nodes); a failure here changes nothing.
     let _ = client.close().await;
     match result {
@@ -306,11 +313,49 @@ async fn run(cli: Cli) -> Exit {
     }
 }
 
+/// Runs one command on an open session (the shell's way).
+async fn execute(client: &Client, out: &Printer, command: Command) -> Exit {
+    let create_plan = match plan(&command, out) {
+        Ok(plan) => plan,
+        Err(exit) => return exit,
+    };
+    match dispatch(client, out, command, create_plan).await {
+        Ok(exit) => exit,
+        Err(e) => out.fail(&e),
+    }
+}
+
+/// Checks a command's arguments; a create's mode and ACL come out parsed.
+fn plan(command: &Command, out: &Printer) -> Result<CreatePlan, Exit> {
+    Ok(match command {
+        Command::Create { ephemeral, sequential, container, ttl, acl, .. } => {
+            let mode = match commands::create_mode(*ephemeral, *sequential, *container, ttl.is_some()) {
+                Ok(mode) => mode,
+                Err(message) => return Err(out.usage(&message)),
+            };
+            match parse_acl(acl) {
+                Ok(acl) => Some((mode, acl)),
+                Err(e) => return Err(out.fail(&e)),
+            }
+        }
+        Command::Setacl { acl, .. } => {
+            if let Err(e) = parse_acl(acl) {
+                return Err(out.fail(&e));
+            }
+            None
+        }
+        Command::Elect { leader: false, value: None, .. } => {
+            return Err(out.usage("elect needs a VALUE to campaign with, or --leader to print the leader"));
+        }
+        _ => None,
+    })
+}
+
 async fn dispatch(
     client: &Client,
     out: &Printer,
     command: Command,
-    create_plan: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>,
+    create_plan: CreatePlan,
 ) -> Result<Exit, ClientError> {
     match command {
         Command::Create { path, data, ttl, .. } => {
@@ -382,24 +427,24 @@ mod tests {
         let cli = Cli::try_parse_from(["zkctl", "--json", "get", "-s", "/a", "--server", "h:1"]).unwrap();
         assert!(cli.json);
         assert_eq!(cli.server, "h:1");
-        assert!(matches!(cli.command, Command::Get { stat: true, watch: false, ref path } if path == "/a"));
+        assert!(matches!(cli.command, Some(Command::Get { stat: true, watch: false, ref path }) if path == "/a"));
         let cli = Cli::try_parse_from(["zkctl", "set", "-v", "-1", "/a", "x"]).unwrap();
-        assert!(matches!(cli.command, Command::Set { version: -1, .. }));
+        assert!(matches!(cli.command, Some(Command::Set { version: -1, .. })));
         let cli = Cli::try_parse_from(["zkctl", "--auth", "digest:a:b", "--auth", "digest:c:d", "whoami"]).unwrap();
         assert_eq!(cli.auth.len(), 2);
         let cli = Cli::try_parse_from(["zkctl", "create", "-e", "-s", "--ttl", "5", "/a", "d"]).unwrap();
-        assert!(matches!(cli.command, Command::Create { ephemeral: true, sequential: true, ttl: Some(5), .. }));
+        assert!(matches!(cli.command, Some(Command::Create { ephemeral: true, sequential: true, ttl: Some(5), .. })));
         let cli = Cli::try_parse_from(["zkctl", "--auth", "digest:x:y", "addauth", "digest", "u:p"]).unwrap();
         assert_eq!(cli.auth, vec!["digest:x:y".to_string()]);
         assert!(
-            matches!(cli.command, Command::Addauth { ref scheme, ref credentials } if scheme == "digest" && credentials == "u:p")
+            matches!(cli.command, Some(Command::Addauth { ref scheme, ref credentials }) if scheme == "digest" && credentials == "u:p")
         );
         let cli = Cli::try_parse_from(["zkctl", "lock", "--wait-ms", "5", "/l", "--", "sh", "-c", "exit 3"]).unwrap();
         assert!(
-            matches!(cli.command, Command::Lock { wait_ms: Some(5), ref command, .. } if command == &["sh", "-c", "exit 3"])
+            matches!(cli.command, Some(Command::Lock { wait_ms: Some(5), ref command, .. }) if command == &["sh", "-c", "exit 3"])
         );
         let cli = Cli::try_parse_from(["zkctl", "elect", "-l", "/e"]).unwrap();
-        assert!(matches!(cli.command, Command::Elect { leader: true, value: None, .. }));
+        assert!(matches!(cli.command, Some(Command::Elect { leader: true, value: None, .. })));
         assert!(Cli::try_parse_from(["zkctl", "frobnicate"]).is_err());
         assert!(Cli::try_parse_from(["zkctl", "--timeout-ms", "0", "whoami"]).is_err());
     }
