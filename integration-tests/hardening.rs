@@ -206,3 +206,66 @@ fn the_superuser_passes_every_acl_check() {
         assert_eq!(stranger.get_data("/locked").await.expect("open now").0, b"mine");
     });
 }
+
+/// A client that sets a recursive watch and never reads while another
+/// client's writes fire it: the events pile up in its outbox until the byte
+/// cap closes its connection; the writer is unaffected and the member's
+/// memory stays bounded.
+#[test]
+fn a_client_that_never_reads_while_its_watches_fire_is_closed_at_the_byte_cap() {
+    let _serial = serial();
+    let settings = Settings { size: 1, extra: "max_queued_reply_bytes = 1048576".into(), ..Settings::default() };
+    let mut ensemble = Ensemble::start_with(settings);
+    let pid = ensemble.member(1).pid().expect("running");
+    let zk_port: SocketAddr = ensemble.zookeeper(&[1]).parse().expect("one address");
+    let rt = runtime();
+    rt.block_on(async {
+        let good = connect(&ensemble.grpc(&[1])).await;
+        let rss_before = rss_bytes(pid);
+        // A small receive buffer, so the events back up on the server soon.
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.set_recv_buffer_size(4096).expect("a small receive buffer");
+        let mut deaf = socket.connect(zk_port).await.expect("connect");
+        deaf.write_all(&zk_wire::connect_frame(0)).await.expect("send connect");
+        let mut len = [0u8; 4];
+        deaf.read_exact(&mut len).await.expect("a ConnectResponse");
+        let mut response = vec![0u8; i32::from_be_bytes(len) as usize];
+        deaf.read_exact(&mut response).await.expect("a ConnectResponse");
+        // addWatch("/", PERSISTENT_RECURSIVE); its reply and every event stay unread.
+        let mut add_watch = 1i32.to_be_bytes().to_vec();
+        add_watch.extend_from_slice(&106i32.to_be_bytes());
+        add_watch.extend_from_slice(&1i32.to_be_bytes());
+        add_watch.extend_from_slice(b"/");
+        add_watch.extend_from_slice(&1i32.to_be_bytes());
+        deaf.write_all(&zk_wire::frame(&add_watch)).await.expect("send addWatch");
+
+        // Each event names an 800-byte path: 12 000 of them are ~10 MB.
+        let name = "n".repeat(800);
+        let acl = Acl::open_unsafe();
+        let mut slowest = Duration::ZERO;
+        let writers = (0..8).map(|w| {
+            let (good, name, acl) = (good.clone(), name.clone(), acl.clone());
+            async move {
+                let mut slowest = Duration::ZERO;
+                for i in 0..1500 {
+                    let started = Instant::now();
+                    let path = format!("/{name}-{w}-{i}");
+                    good.create(&path, b"", CreateMode::Persistent, &acl).await.expect("the writer is served");
+                    slowest = slowest.max(started.elapsed());
+                }
+                slowest
+            }
+        });
+        for s in futures::future::join_all(writers).await {
+            slowest = slowest.max(s);
+        }
+        assert!(closed_within(&mut deaf, Duration::from_secs(20)).await, "the client that never reads is closed");
+        let grown = rss_bytes(pid).saturating_sub(rss_before);
+        println!("slowest create {slowest:?}; member RSS grew {} MiB", grown >> 20);
+        assert!(grown < 256 << 20, "memory stayed bounded: grew {grown} bytes");
+        let root = good.exists("/").await.expect("still served").expect("the root");
+        assert_eq!(root.num_children, 12_001, "12 000 nodes and /zookeeper");
+    });
+    assert!(ensemble.log(1).contains("not reading its replies"), "the close is logged");
+    assert_eq!(ensemble.panics(), Vec::<String>::new());
+}
