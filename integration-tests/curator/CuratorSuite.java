@@ -445,15 +445,19 @@ public class CuratorSuite {
             c.setData().forPath(p, b("v1"));
         }
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (System.nanoTime() < deadline && !converged(cache, 10, "v1")) {
+        while (System.nanoTime() < deadline
+                && !(converged(cache, 10, "v1") && allSeen(seen, "create", 10))) {
             Thread.sleep(50);
         }
         check(converged(cache, 10, "v1"), "the cache holds every node with its last data");
         for (int i = 0; i < 10; i++) {
             c.delete().forPath("/curator/cache/n" + i);
         }
+        // The cache updates its storage before it calls its listeners, so
+        // wait for the listener's last delete too, not only for an empty cache.
         deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (System.nanoTime() < deadline && !converged(cache, 0, "")) {
+        while (System.nanoTime() < deadline
+                && !(converged(cache, 0, "") && allSeen(seen, "delete", 10))) {
             Thread.sleep(50);
         }
         cache.close();
@@ -466,6 +470,16 @@ public class CuratorSuite {
         for (String event : got) {
             check(event.matches("(create|change|delete) /curator/cache/n\\d( v1)?"), "no stray event: " + event);
         }
+    }
+
+    /** Whether the listener has seen `kind` (create, delete) of each of n0 .. n(count-1). */
+    private static boolean allSeen(ConcurrentLinkedQueue<String> seen, String kind, int count) {
+        for (int i = 0; i < count; i++) {
+            if (!seen.contains(kind + " /curator/cache/n" + i)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** Whether the cache holds exactly `n` children of /curator/cache, each with `data`. */
