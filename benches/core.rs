@@ -40,13 +40,13 @@ fn prepared() -> Vec<(Zxid, Txn)> {
         let op = if n <= half {
             Op::Create {
                 path: format!("/node-{i}"),
-                data: payload(n),
+                data: payload(n).into(),
                 acl: Acl::open_unsafe(),
                 mode: CreateMode::Persistent,
                 ttl_ms: -1,
             }
         } else {
-            Op::SetData { path: format!("/node-{i}"), data: payload(n), version: -1 }
+            Op::SetData { path: format!("/node-{i}"), data: payload(n).into(), version: -1 }
         };
         let ctx = Context { session: SESSION, identities: &[], zxid, time_ms: 1_000, limits: Limits::default() };
         let body = pending.prepare(tree.state(), &ctx, &op).expect("benchmark writes are valid");
@@ -82,7 +82,7 @@ fn sled_acked_writes(c: &mut Criterion) {
         session: SESSION,
         cxid: 1,
         time_ms: 1_000,
-        body: TxnBody::SetData { path: "/node-1".into(), data: payload(1), version: 3 },
+        body: TxnBody::SetData { path: "/node-1".into(), data: payload(1).into(), version: 3 },
     });
     let mut group = c.benchmark_group("sled_acked_writes");
     for batch in [1u32, 10, 100] {

@@ -80,19 +80,19 @@ impl Workload {
             let op = match r % 100 {
                 0..=4 => Op::Create {
                     path: format!("/k{n}"),
-                    data,
+                    data: data.into(),
                     acl: Acl::open_unsafe(),
                     mode: CreateMode::Ephemeral,
                     ttl_ms: -1,
                 },
                 5..=59 => Op::Create {
                     path: format!("/k{n}"),
-                    data,
+                    data: data.into(),
                     acl: Acl::open_unsafe(),
                     mode: CreateMode::Persistent,
                     ttl_ms: -1,
                 },
-                60..=89 => Op::SetData { path: other, data, version: -1 },
+                60..=89 => Op::SetData { path: other, data: data.into(), version: -1 },
                 _ => Op::Delete { path: other, version: -1 },
             };
             let ctx = Context { session: SESSION, identities: &[], zxid, time_ms, limits: Limits::default() };

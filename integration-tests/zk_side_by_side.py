@@ -83,16 +83,7 @@ KNOWN = {
 }
 
 # (step, field) -> why: a known difference confined to one field of a step.
-NULL_DATA = ("NOT YET SERVED: zabkeeper stores a null data buffer (length -1) as empty, so it "
-             "reads back as 0 bytes where ZooKeeper returns null (kazoo: b'' instead of None). "
-             "Keeping them apart changes the replicated transaction and snapshot formats and the "
-             "operation model the gRPC API shares; listed in docs/zookeeper-clients.md")
-KNOWN_FIELDS = {
-    ("getData /sbs/nulldata", "result.data"): NULL_DATA,
-    ("getData after null set", "result.data"): NULL_DATA,
-    ("A getData /sbs/p watch", "result.data"): NULL_DATA + " (the data was set to null before)",
-    ("multiRead", "result.results[4][2].data"): NULL_DATA,
-}
+KNOWN_FIELDS = {}
 
 CONTAINER_OWNER = -(2 ** 63)
 TTL_MASK = 0xFF00000000000000

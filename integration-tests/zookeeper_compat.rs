@@ -681,3 +681,69 @@ fn an_unknown_opcode_is_answered_then_the_connection_closes_and_the_session_live
     assert_eq!(i64::from_be_bytes(resumed[8..16].try_into().expect("8 bytes")), session);
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
+
+/// A raw ZooKeeper session on member `id`: the stream, after its ConnectResponse.
+fn raw_session(ensemble: &Ensemble, id: u64) -> TcpStream {
+    let addr: SocketAddr = ensemble.zookeeper(&[id]).parse().expect("one address");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&zk_wire::connect_frame(0)).expect("send connect");
+    read_frame(&mut s).expect("a ConnectResponse");
+    s
+}
+
+/// The data length field of a getData reply for `path` on `s`: -1 for null;
+/// None while the node is missing.
+fn data_length(s: &mut TcpStream, xid: i32, path: &str) -> Option<i32> {
+    s.write_all(&zk_wire::get_data_frame(xid, path)).expect("send getData");
+    let reply = read_frame(s).expect("a getData reply");
+    let (got, err) = reply_header(&reply);
+    assert_eq!(got, xid);
+    (err == 0).then(|| i32::from_be_bytes(reply[16..20].try_into().expect("4 bytes")))
+}
+
+/// ZooKeeper keeps null data (a buffer of length -1) apart from 0 bytes:
+/// Java's getData returns null, kazoo None. Both must survive replication
+/// to another member and a restart of the whole ensemble from its disks.
+#[test]
+fn null_data_reads_back_null_on_every_member_and_after_a_full_restart() {
+    let mut ensemble = Ensemble::start(3);
+    let mut writer = raw_session(&ensemble, 1);
+    writer.write_all(&zk_wire::create_frame(1, "/null", None)).expect("send create");
+    assert_eq!(read_frame(&mut writer).map(|f| reply_header(&f)), Some((1, 0)), "created /null");
+    writer.write_all(&zk_wire::create_frame(2, "/empty", Some(b""))).expect("send create");
+    assert_eq!(read_frame(&mut writer).map(|f| reply_header(&f)), Some((2, 0)), "created /empty");
+    assert_eq!(data_length(&mut writer, 3, "/null"), Some(-1), "null on the member that wrote it");
+    assert_eq!(data_length(&mut writer, 4, "/empty"), Some(0));
+    drop(writer);
+
+    let read_everywhere = |ensemble: &Ensemble, when: &str| {
+        for id in ensemble.ids() {
+            let mut reader = raw_session(ensemble, id);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut xid = 1;
+            let null = loop {
+                xid += 1;
+                match data_length(&mut reader, xid, "/null") {
+                    Some(len) => break len,
+                    None => {
+                        assert!(Instant::now() < deadline, "member {id} never saw /null ({when})");
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            };
+            assert_eq!(null, -1, "/null on member {id} ({when})");
+            assert_eq!(data_length(&mut reader, xid + 1, "/empty"), Some(0), "/empty on member {id} ({when})");
+        }
+    };
+    read_everywhere(&ensemble, "replicated");
+    for id in ensemble.ids() {
+        ensemble.kill(id);
+    }
+    for id in ensemble.ids() {
+        ensemble.spawn(id);
+    }
+    ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
+    read_everywhere(&ensemble, "after a full restart");
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}

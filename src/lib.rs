@@ -5,6 +5,7 @@
 //! - [`ids`]: newtypes: server ids, epochs, zxids, session ids.
 //! - [`error`]: ZooKeeper's error codes, the data of a failed request.
 //! - [`op`]: the client operation model both front ends share.
+//! - [`data`]: a znode's data, bytes or ZooKeeper's null.
 //! - [`acl`]: ACLs, identities and the auth schemes.
 //! - [`tree`]: the data tree: znodes, watches, snapshots, applying transactions.
 //! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
@@ -49,6 +50,7 @@ pub mod acl;
 pub mod admin;
 pub mod client;
 pub mod config;
+pub mod data;
 pub mod error;
 pub mod frontend;
 pub mod handle;

@@ -5,6 +5,7 @@
 //! [`ZkError`] back; everything in between sees only these types.
 
 use crate::acl::{Acl, Id};
+use crate::data::Data;
 use crate::error::{ErrorCode, ZkError};
 use crate::tree::stat::{CreateMode, Stat};
 use crate::tree::watch::{AddWatchMode, WatcherType};
@@ -19,7 +20,7 @@ pub enum Op {
         /// Path; sequential modes append a counter.
         path: String,
         /// Initial data.
-        data: Bytes,
+        data: Data,
         /// The ACL (non-empty).
         acl: Vec<Acl>,
         /// The create mode.
@@ -53,7 +54,7 @@ pub enum Op {
         /// The node.
         path: String,
         /// New data.
-        data: Bytes,
+        data: Data,
         /// Expected version.
         version: i32,
     },
@@ -322,8 +323,8 @@ pub enum OpResult {
     Stat(Stat),
     /// getData.
     Data {
-        /// The data.
-        data: Bytes,
+        /// The data (null when set null).
+        data: Data,
         /// The Stat.
         stat: Stat,
     },

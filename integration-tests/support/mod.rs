@@ -419,6 +419,31 @@ pub mod zk_wire {
         frame(&p)
     }
 
+    /// A create request (persistent, world:anyone:cdrwa) for `path`; `None`
+    /// data is ZooKeeper's null buffer (length -1).
+    pub fn create_frame(xid: i32, path: &str, data: Option<&[u8]>) -> Vec<u8> {
+        let mut p = Vec::new();
+        p.extend_from_slice(&xid.to_be_bytes());
+        p.extend_from_slice(&1i32.to_be_bytes()); // OpCode.create
+        p.extend_from_slice(&(path.len() as i32).to_be_bytes());
+        p.extend_from_slice(path.as_bytes());
+        match data {
+            Some(data) => {
+                p.extend_from_slice(&(data.len() as i32).to_be_bytes());
+                p.extend_from_slice(data);
+            }
+            None => p.extend_from_slice(&(-1i32).to_be_bytes()),
+        }
+        p.extend_from_slice(&1i32.to_be_bytes()); // one ACL entry
+        p.extend_from_slice(&31i32.to_be_bytes()); // perms: all
+        for part in ["world", "anyone"] {
+            p.extend_from_slice(&(part.len() as i32).to_be_bytes());
+            p.extend_from_slice(part.as_bytes());
+        }
+        p.extend_from_slice(&0i32.to_be_bytes()); // flags: persistent
+        frame(&p)
+    }
+
     /// A getData request for `path` (no watch) with the given xid.
     pub fn get_data_frame(xid: i32, path: &str) -> Vec<u8> {
         let mut p = Vec::new();

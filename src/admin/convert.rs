@@ -105,12 +105,12 @@ mod tests {
         let body = TxnBody::Multi(vec![
             TxnBody::Create {
                 path: "/a".into(),
-                data: Bytes::from_static(b"x"),
+                data: Bytes::from_static(b"x").into(),
                 acl: Acl::open_unsafe(),
                 ephemeral_owner: 7,
                 parent_cversion: 3,
             },
-            TxnBody::SetData { path: "/b".into(), data: Bytes::from_static(b"yy"), version: 4 },
+            TxnBody::SetData { path: "/b".into(), data: Bytes::from_static(b"yy").into(), version: 4 },
         ]);
         let e = Entry::new(Zxid::new(2, 5), Txn { session: SessionId(7), cxid: 9, time_ms: 11, body });
         let pb = entry(&e, Zxid::new(2, 4));

@@ -216,11 +216,11 @@ mod tests {
         let entries: Vec<Entry> = (1..=n)
             .map(|i| {
                 let body = if i % 3 == 0 {
-                    TxnBody::SetData { path: "/b".into(), data: Bytes::from(vec![0; 100]), version: i as i32 }
+                    TxnBody::SetData { path: "/b".into(), data: Bytes::from(vec![0; 100]).into(), version: i as i32 }
                 } else {
                     TxnBody::Create {
                         path: format!("/a/{i}"),
-                        data: Bytes::new(),
+                        data: Bytes::new().into(),
                         acl: Acl::open_unsafe(),
                         ephemeral_owner: 0,
                         parent_cversion: 1,

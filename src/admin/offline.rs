@@ -183,7 +183,7 @@ mod tests {
                 time_ms: 0,
                 body: TxnBody::Create {
                     path: "/kept".into(),
-                    data: bytes::Bytes::from_static(b"v"),
+                    data: bytes::Bytes::from_static(b"v").into(),
                     acl: crate::acl::Acl::open_unsafe(),
                     ephemeral_owner: 0,
                     parent_cversion: 1,

@@ -313,7 +313,7 @@ fn followers_of(leader: ServerId) -> (ServerId, ServerId) {
 }
 
 fn create(path: &str, mode: CreateMode) -> Op {
-    Op::Create { path: path.into(), data: Bytes::from_static(b"v"), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
+    Op::Create { path: path.into(), data: Bytes::from_static(b"v").into(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
 }
 
 fn get(path: &str, watch: bool) -> Op {
@@ -356,7 +356,7 @@ fn watch_event_precedes_the_reply_of_a_later_read() {
     e.call(writer, create("/w", CreateMode::Persistent)).unwrap();
     e.settle(1);
     e.call(watcher, get("/w", true)).unwrap();
-    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::from_static(b"2"), version: -1 }).unwrap();
+    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::from_static(b"2").into(), version: -1 }).unwrap();
     e.settle(1);
     let xid = e.send(watcher, get("/w", false));
     e.settle(1);
@@ -366,7 +366,7 @@ fn watch_event_precedes_the_reply_of_a_later_read() {
     let reply = msgs.iter().position(|m| matches!(m, ClientMessage::Reply { xid: x, .. } if *x == xid));
     assert!(event.unwrap() < reply.unwrap(), "{msgs:?}");
     // One-shot: a second change does not fire again.
-    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::new(), version: -1 }).unwrap();
+    e.call(writer, Op::SetData { path: "/w".into(), data: Bytes::new().into(), version: -1 }).unwrap();
     e.settle(1);
     assert!(!e.take(watcher).iter().any(|m| matches!(m, ClientMessage::Event(_))));
 }
@@ -465,7 +465,7 @@ fn invalid_requests_get_precise_errors_in_order() {
     let bad_path = e.call(c, create("no-slash", CreateMode::Persistent)).unwrap_err();
     assert_eq!(bad_path.code, ErrorCode::BadArguments);
     assert!(bad_path.reason.contains("must start with /"), "{bad_path}");
-    let big = Op::SetData { path: "/".into(), data: Bytes::from(vec![0; 2 << 20]), version: -1 };
+    let big = Op::SetData { path: "/".into(), data: Bytes::from(vec![0; 2 << 20]).into(), version: -1 };
     let too_big = e.call(c, big).unwrap_err();
     assert!(too_big.reason.contains("over the limit"), "{too_big}");
     assert_eq!(
@@ -502,7 +502,7 @@ fn ttl_nodes_expire_after_their_ttl_without_children() {
     let (c, _, _) = e.connect(2);
     let ttl = |path: &str, ttl_ms| Op::Create {
         path: path.into(),
-        data: Bytes::new(),
+        data: Bytes::new().into(),
         acl: Acl::open_unsafe(),
         mode: CreateMode::PersistentWithTtl,
         ttl_ms,
@@ -599,7 +599,8 @@ fn a_write_left_in_flight_on_the_old_member_is_fenced_once_the_session_moves() {
     let (old, session, password) = e.connect(a);
     e.call(old, create("/n", CreateMode::Persistent)).unwrap();
     e.hold_link(a, leader);
-    let set = |data: &'static [u8]| Op::SetData { path: "/n".into(), data: Bytes::from_static(data), version: -1 };
+    let set =
+        |data: &'static [u8]| Op::SetData { path: "/n".into(), data: Bytes::from_static(data).into(), version: -1 };
     let stale = e.send(old, set(b"old"));
     let resume = ConnectRequest { session_id: session.0, password, timeout_ms: 1000, last_zxid_seen: 0 };
     let moved = e.connect_with(b, resume);
@@ -714,7 +715,7 @@ fn a_leader_short_of_disk_refuses_growing_writes_serves_the_rest_and_resumes() {
     let refused = e.call(c, create("/new", CreateMode::Persistent)).unwrap_err();
     assert_eq!(refused.code, ErrorCode::ThrottledOp);
     assert!(refused.reason.contains("free-space reserve"), "{refused}");
-    let set = Op::SetData { path: "/keep".into(), data: Bytes::from_static(b"x"), version: -1 };
+    let set = Op::SetData { path: "/keep".into(), data: Bytes::from_static(b"x").into(), version: -1 };
     assert_eq!(e.call(c, set.clone()).unwrap_err().code, ErrorCode::ThrottledOp);
     let multi = Op::Multi(vec![Op::Delete { path: "/drop".into(), version: -1 }, create("/m", CreateMode::Persistent)]);
     assert_eq!(e.call(c, multi).unwrap_err().code, ErrorCode::ThrottledOp, "a multi that creates grows the state");

@@ -64,7 +64,7 @@ fn create_from_pb(c: pb::CreateRequest) -> Result<Op, ZkError> {
     let mode = CreateMode::from_flag(mode as i32).ok_or_else(|| bad("create.mode", "unknown mode"))?;
     // 0 means "not given" for modes without a TTL (protobuf has no null).
     let ttl_ms = if mode.is_ttl() || c.ttl_ms != 0 { c.ttl_ms } else { -1 };
-    Ok(Op::Create { path: c.path, data: Bytes::from(c.data), acl: acl_from_pb(&c.acl), mode, ttl_ms })
+    Ok(Op::Create { path: c.path, data: Bytes::from(c.data).into(), acl: acl_from_pb(&c.acl), mode, ttl_ms })
 }
 
 fn watcher_type(code: i32, field: &str) -> Result<WatcherType, ZkError> {
@@ -80,7 +80,7 @@ pub fn op_from_pb(op: Option<pb::request::Op>) -> Result<Op, ZkError> {
         P::Delete(d) => Op::Delete { path: d.path, version: d.version },
         P::Exists(e) => Op::Exists { path: e.path, watch: e.watch },
         P::GetData(g) => Op::GetData { path: g.path, watch: g.watch },
-        P::SetData(s) => Op::SetData { path: s.path, data: Bytes::from(s.data), version: s.version },
+        P::SetData(s) => Op::SetData { path: s.path, data: Bytes::from(s.data).into(), version: s.version },
         P::GetChildren(g) => Op::GetChildren { path: g.path, watch: g.watch, with_stat: g.with_stat },
         P::GetAllChildrenNumber(g) => Op::GetAllChildrenNumber { path: g.path },
         P::GetEphemerals(g) => Op::GetEphemerals { prefix: if g.prefix.is_empty() { "/".into() } else { g.prefix } },
@@ -92,7 +92,7 @@ pub fn op_from_pb(op: Option<pb::request::Op>) -> Result<Op, ZkError> {
                 ops.push(match op.op.ok_or_else(|| bad(&format!("multi.ops[{i}]"), "missing"))? {
                     M::Create(c) => create_from_pb(c)?,
                     M::Delete(d) => Op::Delete { path: d.path, version: d.version },
-                    M::SetData(s) => Op::SetData { path: s.path, data: Bytes::from(s.data), version: s.version },
+                    M::SetData(s) => Op::SetData { path: s.path, data: Bytes::from(s.data).into(), version: s.version },
                     M::Check(c) => Op::Check { path: c.path, version: c.version },
                 });
             }

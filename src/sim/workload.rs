@@ -6,6 +6,7 @@
 
 use super::invariants::Violation;
 use crate::acl::{Acl, Id};
+use crate::data::Data;
 use crate::error::ErrorCode;
 use crate::ids::{ServerId, SessionId, Zxid};
 use crate::op::Op;
@@ -232,8 +233,13 @@ impl Client {
     fn pick_op(&mut self, rng: &mut StdRng, healing: bool) -> (Op, Expect) {
         self.counter += 1;
         let data = Bytes::from(format!("{}-{}", self.id, self.counter));
-        let create =
-            |path: String, mode| Op::Create { path, data: data.clone(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 };
+        let create = |path: String, mode| Op::Create {
+            path,
+            data: data.clone().into(),
+            acl: Acl::open_unsafe(),
+            mode,
+            ttl_ms: -1,
+        };
         let acked = |rng: &mut StdRng, acked: &[String]| -> Option<String> {
             (!acked.is_empty()).then(|| acked[rng.random_range(0..acked.len())].clone())
         };
@@ -247,7 +253,7 @@ impl Client {
             40..=44 => (create("/q".into(), CreateMode::Persistent), Expect::Other),
             45..=54 => (create("/q/s-".into(), CreateMode::PersistentSequential), Expect::Other),
             55..=64 => match acked(rng, &self.acked) {
-                Some(path) => (Op::SetData { path, data, version: -1 }, Expect::Other),
+                Some(path) => (Op::SetData { path, data: data.into(), version: -1 }, Expect::Other),
                 None => (Op::GetChildren { path: "/".into(), watch: true, with_stat: false }, Expect::Other),
             },
             65..=79 => match acked(rng, &self.acked) {
@@ -259,7 +265,8 @@ impl Client {
                 let path = format!("/m{}-{}", self.id, self.counter);
                 let ops = vec![
                     create(path.clone(), CreateMode::Persistent),
-                    Op::SetData { path: path.clone(), data: Bytes::from_static(b"m"), version: 0 },
+                    // Null data, so logs, proposals and snapshots carry it too.
+                    Op::SetData { path: path.clone(), data: Data::NULL, version: 0 },
                     Op::Check { path, version: 1 },
                 ];
                 (Op::Multi(ops), Expect::Other)

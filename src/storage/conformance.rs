@@ -134,7 +134,7 @@ impl History {
             } else {
                 TxnBody::Create {
                     path: format!("/n{i}"),
-                    data: Bytes::from(vec![i as u8; 40]),
+                    data: Bytes::from(vec![i as u8; 40]).into(),
                     acl: Acl::open_unsafe(),
                     ephemeral_owner: if i % 3 == 0 { SESSION.0 } else { 0 },
                     parent_cversion: i as i32,

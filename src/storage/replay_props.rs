@@ -112,16 +112,18 @@ impl Step {
                 let fitting = if mode.is_ttl() { 5_000 } else { -1 };
                 Op::Create {
                     path: path::join(PARENTS[parent % PARENTS.len()], NAMES[name % NAMES.len()]),
-                    data: Bytes::from(data.clone()),
+                    data: Bytes::from(data.clone()).into(),
                     acl: acl_choice(*acl),
                     mode,
                     ttl_ms: ttl_ms.unwrap_or(fitting),
                 }
             }
             Step::Delete { target, version } => Op::Delete { path: resolve_target(target, tree), version: *version },
-            Step::SetData { target, data, version } => {
-                Op::SetData { path: resolve_target(target, tree), data: Bytes::from(data.clone()), version: *version }
-            }
+            Step::SetData { target, data, version } => Op::SetData {
+                path: resolve_target(target, tree),
+                data: Bytes::from(data.clone()).into(),
+                version: *version,
+            },
             Step::SetAcl { target, acl, version } => {
                 Op::SetAcl { path: resolve_target(target, tree), acl: acl_choice(*acl), version: *version }
             }

@@ -20,6 +20,7 @@ pub use state::TreeState;
 use table::Table;
 
 use crate::acl::{Acl, AclList};
+use crate::data::Data;
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
 use crate::txn::{Txn, TxnBody};
@@ -222,9 +223,9 @@ impl DataTree {
     }
 
     /// getData: data and Stat, optionally leaving a data watch.
-    pub fn get_data(&mut self, path: &str, watcher: Option<SessionId>) -> Result<(Bytes, Stat), ErrorCode> {
+    pub fn get_data(&mut self, path: &str, watcher: Option<SessionId>) -> Result<(Data, Stat), ErrorCode> {
         let node = self.state.node(path).ok_or(ErrorCode::NoNode)?;
-        let out = (Bytes::copy_from_slice(node.data()), node.stat());
+        let out = (node.data_value(), node.stat());
         if let Some(session) = watcher {
             self.watches.add_data(path, session);
         }

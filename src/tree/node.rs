@@ -8,6 +8,7 @@
 
 use super::stat::{Stat, StatPersisted};
 use crate::acl::AclList;
+use crate::data::Data;
 use triomphe::ThinArc;
 
 /// An interned ACL list behind a thin pointer: equal lists share one.
@@ -28,10 +29,15 @@ struct Header {
     cversion: i32,
     aversion: i32,
     /// Children are found by range in the node table; the count is kept
-    /// here so a Stat needs no scan.
+    /// here so a Stat needs no scan. Its low 31 bits are the count (a Stat
+    /// holds it as an i32, as ZooKeeper's does) and its top bit, [`NULL_DATA`],
+    /// says the data is null rather than empty, at no cost in size.
     children: u32,
     acl: SharedAcl,
 }
+
+/// The bit of `Header::children` that marks null data.
+const NULL_DATA: u32 = 1 << 31;
 
 impl Header {
     fn new(stat: StatPersisted, children: u32, acl: SharedAcl) -> Header {
@@ -56,13 +62,24 @@ pub struct Znode(ThinArc<Header, u8>);
 
 impl Znode {
     /// A node with these contents.
-    pub(crate) fn new(data: &[u8], acl: SharedAcl, stat: StatPersisted, children: u32) -> Znode {
-        Znode(ThinArc::from_header_and_slice(Header::new(stat, children, acl), data))
+    pub(crate) fn new(data: &Data, acl: SharedAcl, stat: StatPersisted, children: u32) -> Znode {
+        debug_assert!(children < NULL_DATA, "a child count fits 31 bits");
+        Znode(ThinArc::from_header_and_slice(Header::new(stat, children | null_bit(data), acl), data))
     }
 
-    /// The data.
+    /// The data's bytes (null reads as empty).
     pub fn data(&self) -> &[u8] {
         &self.0.slice
+    }
+
+    /// Whether the data is null rather than bytes.
+    pub fn data_is_null(&self) -> bool {
+        self.0.header.header.children & NULL_DATA != 0
+    }
+
+    /// A copy of the data, null kept apart from empty (what getData returns).
+    pub fn data_value(&self) -> Data {
+        Data::copied(self.data_is_null(), self.data())
     }
 
     /// The ACL, shared with every node that has the same list.
@@ -83,7 +100,7 @@ impl Znode {
     /// Number of children.
     pub fn num_children(&self) -> usize {
         // u32 -> usize widens on every target we build for.
-        self.0.header.header.children as usize
+        (self.0.header.header.children & !NULL_DATA) as usize
     }
 
     /// The full Stat.
@@ -92,9 +109,10 @@ impl Znode {
     }
 
     /// The same node with other data and metadata (setData).
-    pub(crate) fn with_data(&self, data: &[u8], stat: StatPersisted) -> Znode {
+    pub(crate) fn with_data(&self, data: &Data, stat: StatPersisted) -> Znode {
         let header = &self.0.header.header;
-        Znode(ThinArc::from_header_and_slice(Header::new(stat, header.children, header.acl.clone()), data))
+        let children = (header.children & !NULL_DATA) | null_bit(data);
+        Znode(ThinArc::from_header_and_slice(Header::new(stat, children, header.acl.clone()), data))
     }
 
     /// Changes the metadata in place when no snapshot shares this node,
@@ -137,12 +155,24 @@ impl Znode {
     }
 
     /// Counts a child in (`+1`) or out (`-1`). A count that would leave
-    /// 0..=u32::MAX means the table and the counts disagree: a bug caught
-    /// where it happens.
+    /// 0..=i32::MAX means the table and the counts disagree (or a node has
+    /// more children than a Stat can report): a bug caught where it happens.
     pub(crate) fn add_child(&mut self, delta: i32) {
         self.update(|h| {
-            h.children = h.children.checked_add_signed(delta).expect("a node's child count stays within 0..=u32::MAX");
+            let count = (h.children & !NULL_DATA)
+                .checked_add_signed(delta)
+                .filter(|count| *count < NULL_DATA)
+                .expect("a node's child count stays within 0..=i32::MAX");
+            h.children = (h.children & NULL_DATA) | count;
         });
+    }
+}
+
+fn null_bit(data: &Data) -> u32 {
+    if data.is_null() {
+        NULL_DATA
+    } else {
+        0
     }
 }
 
@@ -150,6 +180,7 @@ impl std::fmt::Debug for Znode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Znode")
             .field("data_len", &self.data().len())
+            .field("null", &self.data_is_null())
             .field("acl", self.acl())
             .field("stat", &self.persisted())
             .field("children", &self.num_children())
@@ -162,8 +193,8 @@ mod tests {
     use super::*;
     use crate::acl::Acl;
 
-    fn node(data: &[u8]) -> Znode {
-        Znode::new(data, SharedAcl::new(Acl::open_unsafe().into()), StatPersisted::created(7, 1_000, 0), 0)
+    fn node(data: &'static [u8]) -> Znode {
+        Znode::new(&Data::from(data), SharedAcl::new(Acl::open_unsafe().into()), StatPersisted::created(7, 1_000, 0), 0)
     }
 
     #[test]
@@ -201,8 +232,24 @@ mod tests {
     fn set_data_keeps_acl_and_children() {
         let mut n = node(b"old");
         n.add_child(1);
-        let m = n.with_data(b"new data", StatPersisted { version: 1, ..n.persisted() });
+        let m = n.with_data(&Data::from(b"new data"), StatPersisted { version: 1, ..n.persisted() });
         assert_eq!((m.data(), m.num_children(), m.persisted().version), (&b"new data"[..], 1, 1));
+    }
+
+    #[test]
+    fn null_data_is_kept_apart_from_empty_and_from_the_child_count() {
+        let mut n = Znode::new(&Data::NULL, SharedAcl::new(Acl::open_unsafe().into()), StatPersisted::default(), 0);
+        assert!(n.data_is_null());
+        assert_eq!(n.data_value(), Data::NULL);
+        n.add_child(1);
+        n.add_child(1);
+        assert_eq!((n.num_children(), n.data_is_null()), (2, true));
+        assert_eq!(n.stat().data_length, 0);
+        let set = n.with_data(&Data::EMPTY, n.persisted());
+        assert_eq!((set.num_children(), set.data_is_null(), set.data_value()), (2, false, Data::EMPTY));
+        let back = set.with_data(&Data::NULL, set.persisted());
+        assert_eq!((back.num_children(), back.data_is_null()), (2, true));
+        assert!(!node(b"").data_is_null());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::node::SharedAcl;
 use super::stat::StatPersisted;
 use super::{table, SessionRecord, TreeState, Znode};
 use crate::acl::Acl;
+use crate::data::Data;
 use crate::ids::{SessionId, Zxid};
 use crate::txn::codec;
 use bytes::Bytes;
@@ -21,7 +22,9 @@ use std::sync::Arc;
 
 const FORMAT: u32 = 1;
 
-/// One record of the stream, as read.
+/// One record of the stream, as read. The variant order is the format:
+/// append, never reorder. A node with null data has its own variant, added
+/// after the others, so snapshots written before null data read unchanged.
 #[derive(Serialize, Deserialize)]
 enum Record {
     Header { format: u32, zxid: Zxid },
@@ -29,6 +32,7 @@ enum Record {
     Acl { id: u32, acl: Vec<Acl> },
     Node { path: String, data: Bytes, acl: u32, stat: StatPersisted },
     Footer { nodes: u64, sessions: u64 },
+    NullNode { path: String, acl: u32, stat: StatPersisted },
 }
 
 /// A record as written: the same variants in the same order (so the same
@@ -59,6 +63,11 @@ enum RecordRef<'a> {
     Footer {
         nodes: u64,
         sessions: u64,
+    },
+    NullNode {
+        path: &'a str,
+        acl: u32,
+        stat: &'a StatPersisted,
     },
 }
 
@@ -164,7 +173,12 @@ impl<'a> Chunks<'a> {
             }
         };
         self.info.nodes += 1;
-        self.push(&RecordRef::Node { path, data: node.data(), acl, stat: &node.persisted() });
+        let stat = &node.persisted();
+        if node.data_is_null() {
+            self.push(&RecordRef::NullNode { path, acl, stat });
+        } else {
+            self.push(&RecordRef::Node { path, data: node.data(), acl, stat });
+        }
     }
 }
 
@@ -284,7 +298,7 @@ pub enum Visit {
         /// Its path.
         path: String,
         /// Its data.
-        data: Bytes,
+        data: Data,
         /// Its ACL.
         acl: Arc<[Acl]>,
         /// Its Stat as stored (child counts are derived on load).
@@ -348,7 +362,13 @@ impl Walker {
                     let Some(acl) = acls.get(&acl).cloned() else {
                         return Err(inconsistent(format!("node {path} uses undefined ACL list {acl}")));
                     };
-                    visit(Visit::Node { path, data, acl, stat });
+                    visit(Visit::Node { path, data: data.into(), acl, stat });
+                }
+                Record::NullNode { path, acl, stat } => {
+                    let Some(acl) = acls.get(&acl).cloned() else {
+                        return Err(inconsistent(format!("node {path} uses undefined ACL list {acl}")));
+                    };
+                    visit(Visit::Node { path, data: Data::NULL, acl, stat });
                 }
                 Record::Footer { nodes, sessions } => {
                     *done = true;
@@ -429,22 +449,8 @@ impl Reader {
             Record::Acl { id, acl } => {
                 self.acls.insert(id, SharedAcl::new(Arc::from(acl)));
             }
-            Record::Node { path, data, acl, stat } => {
-                let Some(acl) = self.acls.get(&acl).cloned() else {
-                    return Err(self.inconsistent(format!("node {path} uses undefined ACL list {acl}")));
-                };
-                let index = self.records;
-                let Some(state) = self.state.as_mut() else { return Err(self.inconsistent("node before header")) };
-                let ascending = self.last_path.as_deref().is_none_or(|last| table::sorts_before(last, &path));
-                if !ascending && state.node(&path).is_some() {
-                    return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} appears twice") });
-                }
-                if !state.insert_raw(&path, &data, acl, stat) {
-                    return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} has no parent") });
-                }
-                self.last_path = Some(path);
-                self.nodes += 1;
-            }
+            Record::Node { path, data, acl, stat } => self.node(path, data.into(), acl, stat)?,
+            Record::NullNode { path, acl, stat } => self.node(path, Data::NULL, acl, stat)?,
             Record::Footer { nodes, sessions } => {
                 if nodes != self.nodes || sessions != self.sessions {
                     return Err(self.inconsistent(format!(
@@ -456,6 +462,24 @@ impl Reader {
             }
         }
         self.records += 1;
+        Ok(())
+    }
+
+    fn node(&mut self, path: String, data: Data, acl: u32, stat: StatPersisted) -> Result<(), SnapshotError> {
+        let Some(acl) = self.acls.get(&acl).cloned() else {
+            return Err(self.inconsistent(format!("node {path} uses undefined ACL list {acl}")));
+        };
+        let index = self.records;
+        let Some(state) = self.state.as_mut() else { return Err(self.inconsistent("node before header")) };
+        let ascending = self.last_path.as_deref().is_none_or(|last| table::sorts_before(last, &path));
+        if !ascending && state.node(&path).is_some() {
+            return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} appears twice") });
+        }
+        if !state.insert_raw(&path, &data, acl, stat) {
+            return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} has no parent") });
+        }
+        self.last_path = Some(path);
+        self.nodes += 1;
         Ok(())
     }
 
@@ -503,7 +527,8 @@ mod tests {
                 &mut tree,
                 TxnBody::Create {
                     path: format!("/n{i}"),
-                    data: Bytes::from(vec![i as u8; i]),
+                    // Every seventh node from /n3 on holds null data; /n0 holds 0 bytes.
+                    data: if i % 7 == 3 { Data::NULL } else { Bytes::from(vec![i as u8; i]).into() },
                     acl: if i % 2 == 0 { Acl::open_unsafe() } else { Acl::read_unsafe() },
                     ephemeral_owner: owner,
                     parent_cversion: i as i32 + 1,
@@ -524,6 +549,11 @@ mod tests {
         assert_eq!(loaded.digest(), tree.state().digest());
         assert_eq!(loaded.last_zxid(), tree.state().last_zxid());
         assert_eq!(loaded.ephemerals_of(SessionId(0x0100_0000_0000_0007)).len(), 10);
+        let null = |path| loaded.node(path).map(|n| n.data_is_null());
+        assert_eq!(
+            (null("/n3"), null("/n10"), null("/n0"), null("/n4")),
+            (Some(true), Some(true), Some(false), Some(false))
+        );
     }
 
     #[test]

@@ -29,13 +29,13 @@ impl TreeState {
     pub fn new() -> TreeState {
         let mut state = TreeState::empty();
         let open = SharedAcl::new(Acl::open_unsafe().into());
-        state.insert_raw("/", &[], open.clone(), StatPersisted::default());
-        state.insert_raw(ZOOKEEPER_PATH, &[], open.clone(), StatPersisted::default());
-        state.insert_raw(QUOTA_PATH, &[], open, StatPersisted::default());
+        state.insert_raw("/", &Data::EMPTY, open.clone(), StatPersisted::default());
+        state.insert_raw(ZOOKEEPER_PATH, &Data::EMPTY, open.clone(), StatPersisted::default());
+        state.insert_raw(QUOTA_PATH, &Data::EMPTY, open, StatPersisted::default());
         // ZooKeeper makes the config node with `setACL(.., READ_ACL_UNSAFE, -1)`,
         // which stores the given version: its aversion reads -1.
         let config = StatPersisted { aversion: -1, ..StatPersisted::default() };
-        state.insert_raw(CONFIG_PATH, &[], SharedAcl::new(Acl::read_unsafe().into()), config);
+        state.insert_raw(CONFIG_PATH, &Data::EMPTY, SharedAcl::new(Acl::read_unsafe().into()), config);
         state
     }
 
@@ -56,7 +56,7 @@ impl TreeState {
     /// used when building a tree from a snapshot (parents come first).
     /// Returns false, inserting nothing, when a node other than the root has
     /// no parent.
-    pub(crate) fn insert_raw(&mut self, path: &str, data: &[u8], acl: SharedAcl, stat: StatPersisted) -> bool {
+    pub(crate) fn insert_raw(&mut self, path: &str, data: &Data, acl: SharedAcl, stat: StatPersisted) -> bool {
         if path != "/" {
             match self.nodes.get_mut(path::parent(path)) {
                 Some(parent) => parent.add_child(1),
@@ -203,6 +203,11 @@ impl TreeState {
             path.hash(&mut h);
             let stat = node.persisted();
             node.data().hash(&mut h);
+            // Only null data adds to the hash, so digests of trees without
+            // it stay what they were.
+            if node.data_is_null() {
+                0xdau8.hash(&mut h);
+            }
             stat.czxid.hash(&mut h);
             stat.mzxid.hash(&mut h);
             stat.ctime.hash(&mut h);
@@ -321,7 +326,7 @@ impl TreeState {
         zxid: Zxid,
         time_ms: i64,
         path: &str,
-        data: &Bytes,
+        data: &Data,
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> TxnResult {

@@ -182,7 +182,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn node() -> Znode {
-        Znode::new(b"", SharedAcl::new(Acl::open_unsafe().into()), StatPersisted::default(), 0)
+        Znode::new(&crate::data::Data::EMPTY, SharedAcl::new(Acl::open_unsafe().into()), StatPersisted::default(), 0)
     }
 
     fn table(paths: &[&str]) -> Table {

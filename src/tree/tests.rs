@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::acl::perms;
+use crate::data::Data;
 use crate::ids::SessionId;
 use crate::tree::stat::{EphemeralType, CONTAINER_EPHEMERAL_OWNER};
 use crate::tree::watch::{AddWatchMode, EventType};
@@ -31,7 +32,7 @@ impl T {
             S,
             TxnBody::Create {
                 path: path.into(),
-                data: Bytes::from_static(b"data"),
+                data: Bytes::from_static(b"data").into(),
                 acl: Acl::open_unsafe(),
                 ephemeral_owner: owner,
                 parent_cversion,
@@ -93,7 +94,8 @@ fn set_data_bumps_version_mzxid_mtime_only() {
     let mut t = T::new();
     t.create("/a", 0, 1);
     let before = t.stat("/a");
-    let applied = t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"xy"), version: 1 });
+    let applied =
+        t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"xy").into(), version: 1 });
     let TxnResult::DataSet(after) = applied.result else { panic!() };
     assert_eq!(after.version, 1);
     assert_eq!(after.mzxid, Zxid::new(1, 2).as_i64());
@@ -185,12 +187,12 @@ fn multi_applies_every_op_under_one_zxid_and_a_failed_one_nothing() {
     let ops = vec![
         TxnBody::Create {
             path: "/m".into(),
-            data: Bytes::new(),
+            data: Bytes::new().into(),
             acl: Acl::open_unsafe(),
             ephemeral_owner: 0,
             parent_cversion: 1,
         },
-        TxnBody::SetData { path: "/m".into(), data: Bytes::from_static(b"1"), version: 1 },
+        TxnBody::SetData { path: "/m".into(), data: Bytes::from_static(b"1").into(), version: 1 },
         TxnBody::Check { path: "/m".into() },
     ];
     let applied = t.apply(S, TxnBody::Multi(ops));
@@ -235,9 +237,9 @@ fn set_data_fires_once_and_set_acl_not_at_all() {
     t.tree.get_data("/w", Some(S)).unwrap();
     let none = t.apply(S, TxnBody::SetAcl { path: "/w".into(), acl: Acl::open_unsafe(), version: 1 });
     assert!(none.events.is_empty());
-    let first = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new(), version: 1 });
+    let first = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new().into(), version: 1 });
     assert_eq!(events(&first), vec![(S, EventType::NodeDataChanged, "/w".into())]);
-    let second = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new(), version: 2 });
+    let second = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new().into(), version: 2 });
     assert!(second.events.is_empty(), "one-shot");
 }
 
@@ -266,7 +268,7 @@ fn persistent_recursive_watch_sees_the_subtree() {
     t.tree.watches_mut().add_persistent("/app", AddWatchMode::PersistentRecursive, S);
     t.create("/app", 0, 1);
     t.create("/app/x", 0, 1);
-    let applied = t.apply(S, TxnBody::SetData { path: "/app/x".into(), data: Bytes::new(), version: 1 });
+    let applied = t.apply(S, TxnBody::SetData { path: "/app/x".into(), data: Bytes::new().into(), version: 1 });
     assert_eq!(events(&applied), vec![(S, EventType::NodeDataChanged, "/app/x".into())]);
     assert_eq!(t.tree.watches().count(), 1, "still armed");
 }
@@ -277,7 +279,7 @@ fn set_watches_fires_what_changed_since_the_clients_zxid() {
     t.create("/same", 0, 1);
     t.create("/changed", 0, 2);
     let seen = t.tree.last_zxid().as_i64();
-    t.apply(S, TxnBody::SetData { path: "/changed".into(), data: Bytes::new(), version: 1 });
+    t.apply(S, TxnBody::SetData { path: "/changed".into(), data: Bytes::new().into(), version: 1 });
     t.create("/born", 0, 3);
     let fired = t.tree.set_watches(
         S,
@@ -321,7 +323,7 @@ fn a_snapshot_copy_is_unaffected_by_later_writes() {
     t.create("/a", 0, 1);
     let frozen = t.tree.snapshot();
     let digest = frozen.digest();
-    t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"changed"), version: 1 });
+    t.apply(S, TxnBody::SetData { path: "/a".into(), data: Bytes::from_static(b"changed").into(), version: 1 });
     t.create("/b", 0, 2);
     assert_eq!(frozen.digest(), digest);
     assert!(frozen.node("/b").is_none());
@@ -344,7 +346,7 @@ mod zookeeper_answers {
             time_ms: 1000,
             body: TxnBody::Create {
                 path: path.into(),
-                data: Bytes::new(),
+                data: Bytes::new().into(),
                 acl: Acl::open_unsafe(),
                 ephemeral_owner,
                 parent_cversion,
@@ -372,4 +374,32 @@ mod zookeeper_answers {
         assert_eq!(tree.ephemerals(S, "/a"), vec!["/a".to_string()]);
         assert!(tree.ephemerals(S, "/c").is_empty());
     }
+}
+
+#[test]
+fn null_data_reads_back_null_and_empty_reads_back_empty() {
+    let mut t = T::new();
+    let create = |path: &str, data: Data| TxnBody::Create {
+        path: path.into(),
+        data,
+        acl: Acl::open_unsafe(),
+        ephemeral_owner: 0,
+        parent_cversion: 1,
+    };
+    t.apply(S, create("/null", Data::NULL));
+    t.apply(S, create("/empty", Data::EMPTY));
+    assert_eq!(t.tree.get_data("/null", None).unwrap().0, Data::NULL);
+    assert_eq!(t.tree.get_data("/empty", None).unwrap().0, Data::EMPTY);
+    assert_eq!(t.stat("/null").data_length, 0);
+    t.apply(S, TxnBody::SetData { path: "/empty".into(), data: Data::NULL, version: 1 });
+    t.apply(S, TxnBody::SetData { path: "/null".into(), data: Data::from(b"x"), version: 1 });
+    assert_eq!(t.tree.get_data("/empty", None).unwrap().0, Data::NULL);
+    assert_eq!(t.tree.get_data("/null", None).unwrap().0, Data::from(b"x"));
+    let digest_with = |data: Data| {
+        let mut t = T::new();
+        t.apply(S, create("/x", data));
+        t.tree.state().digest()
+    };
+    assert_eq!(digest_with(Data::NULL), digest_with(Data::NULL));
+    assert_ne!(digest_with(Data::NULL), digest_with(Data::EMPTY), "the digest tells null from empty");
 }

@@ -111,12 +111,12 @@ mod tests {
             body: TxnBody::Multi(vec![
                 TxnBody::Create {
                     path: "/a".into(),
-                    data: Bytes::from_static(b"hello"),
+                    data: Bytes::from_static(b"hello").into(),
                     acl: Acl::open_unsafe(),
                     ephemeral_owner: 0,
                     parent_cversion: 1,
                 },
-                TxnBody::SetData { path: "/a".into(), data: Bytes::new(), version: 1 },
+                TxnBody::SetData { path: "/a".into(), data: Bytes::new().into(), version: 1 },
             ]),
         }
     }

@@ -7,8 +7,10 @@
 //! replicates exactly these values and the log stores them.
 
 pub mod codec;
+mod form;
 
 use crate::acl::Acl;
+use crate::data::Data;
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
 use bytes::Bytes;
@@ -29,8 +31,9 @@ pub struct Txn {
     pub body: TxnBody,
 }
 
-/// What a transaction changes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// What a transaction changes. Its byte form is in `form`, which keeps
+/// logs written before null data readable.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TxnBody {
     /// A new session.
     CreateSession {
@@ -48,8 +51,8 @@ pub enum TxnBody {
     Create {
         /// The final path (sequential suffix included).
         path: String,
-        /// The data.
-        data: Bytes,
+        /// The data (null when created null).
+        data: Data,
         /// The expanded ACL.
         acl: Vec<Acl>,
         /// 0, the owning session, or the container/TTL marker.
@@ -66,8 +69,8 @@ pub enum TxnBody {
     SetData {
         /// The node.
         path: String,
-        /// The new data.
-        data: Bytes,
+        /// The new data (null when set null).
+        data: Data,
         /// The node's version after this change.
         version: i32,
     },
@@ -111,6 +114,15 @@ impl Entry {
     }
 }
 
+/// "N bytes", or "null data".
+fn size(data: &Data) -> String {
+    if data.is_null() {
+        "null data".into()
+    } else {
+        format!("{} bytes", data.len())
+    }
+}
+
 impl fmt::Display for TxnBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -118,12 +130,12 @@ impl fmt::Display for TxnBody {
             TxnBody::CloseSession { paths } => write!(f, "closeSession ephemerals={paths:?}"),
             TxnBody::Create { path, data, ephemeral_owner, parent_cversion, .. } => write!(
                 f,
-                "create {path} ({} bytes) owner=0x{ephemeral_owner:x} parent_cversion={parent_cversion}",
-                data.len()
+                "create {path} ({}) owner=0x{ephemeral_owner:x} parent_cversion={parent_cversion}",
+                size(data)
             ),
             TxnBody::Delete { path } => write!(f, "delete {path}"),
             TxnBody::SetData { path, data, version } => {
-                write!(f, "setData {path} ({} bytes) version={version}", data.len())
+                write!(f, "setData {path} ({}) version={version}", size(data))
             }
             TxnBody::SetAcl { path, acl, version } => {
                 write!(f, "setACL {path} entries={} aversion={version}", acl.len())

@@ -65,13 +65,13 @@ fn record(opcode: OpCode, op: &Op, w: &mut Writer) -> Result<(), EncodeError> {
     match (opcode, op) {
         (C::Create | C::Create2 | C::CreateContainer, Op::Create { path, data, acl, mode, .. }) => {
             w.ustring(path);
-            w.buffer(data);
+            data.write(w);
             acl.write(w);
             w.int(mode.flag());
         }
         (C::CreateTtl, Op::Create { path, data, acl, mode, ttl_ms }) => {
             w.ustring(path);
-            w.buffer(data);
+            data.write(w);
             acl.write(w);
             w.int(mode.flag());
             w.long(*ttl_ms);
@@ -88,7 +88,7 @@ fn record(opcode: OpCode, op: &Op, w: &mut Writer) -> Result<(), EncodeError> {
         }
         (C::SetData, Op::SetData { path, data, version }) => {
             w.ustring(path);
-            w.buffer(data);
+            data.write(w);
             w.int(*version);
         }
         (C::GetAcl, Op::GetAcl { path })

@@ -22,6 +22,7 @@
 //! the request, and a refused request (MARSHALLINGERROR) keeps the connection.
 
 use super::cesu8;
+use crate::data::Data;
 use bytes::Bytes;
 
 /// The largest length a single buffer, string or vector may claim:
@@ -357,6 +358,20 @@ impl Jute for Bytes {
     }
     fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, JuteError> {
         r.buffer(field)
+    }
+}
+
+/// A znode's data keeps null (-1) apart from empty, as ZooKeeper does.
+impl Jute for Data {
+    const MIN_LEN: usize = 4;
+    fn write(&self, w: &mut Writer) {
+        match self.as_option() {
+            Some(bytes) => w.buffer(bytes),
+            None => w.null(),
+        }
+    }
+    fn read(r: &mut Reader<'_>, field: &'static str) -> Result<Self, JuteError> {
+        Ok(r.buffer_opt(field)?.map(Bytes::copy_from_slice).into())
     }
 }
 

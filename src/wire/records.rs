@@ -9,6 +9,7 @@
 
 use super::jute::{Jute, JuteError, Reader, Writer};
 use crate::acl::{Acl, Id};
+use crate::data::Data;
 use crate::tree::stat::Stat;
 use bytes::Bytes;
 
@@ -315,8 +316,8 @@ record! {
     SetDataRequest {
         /// The node.
         path: String,
-        /// New data.
-        data: Bytes,
+        /// New data (null kept apart from empty).
+        data: Data,
         /// Expected version, -1 for any.
         version: i32,
     }
@@ -335,8 +336,8 @@ record! {
     CreateRequest {
         /// The node.
         path: String,
-        /// Initial data.
-        data: Bytes,
+        /// Initial data (null kept apart from empty).
+        data: Data,
         /// The ACL.
         acl: Vec<Acl>,
         /// The create mode flag (0..=6).
@@ -349,8 +350,8 @@ record! {
     CreateTtlRequest {
         /// The node.
         path: String,
-        /// Initial data.
-        data: Bytes,
+        /// Initial data (null kept apart from empty).
+        data: Data,
         /// The ACL.
         acl: Vec<Acl>,
         /// The create mode flag (5 or 6).
@@ -521,8 +522,8 @@ record! {
 record! {
     /// getData reply; also a getData result inside multiRead.
     GetDataResponse {
-        /// The data.
-        data: Bytes,
+        /// The data (null kept apart from empty).
+        data: Data,
         /// The node's Stat.
         stat: Stat,
     }

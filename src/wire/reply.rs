@@ -80,7 +80,7 @@ fn body(shape: &ReplyShape, result: &OpResult, w: &mut Writer) -> Result<(), Mis
         // ZooKeeper would shape it as a SetDataResponse.
         (Exists | SetData | SetAcl | Check, OpResult::Stat(stat)) => stat.write(w),
         (GetData, OpResult::Data { data, stat }) => {
-            w.buffer(data);
+            data.write(w);
             stat.write(w);
         }
         (GetAcl, OpResult::Acl { acl, stat }) => {
@@ -158,7 +158,7 @@ fn multi(shape: &ReplyShape, items: &[MultiItem], w: &mut Writer) -> Result<(), 
             (OpCode::Delete | OpCode::Check, OpResult::Empty) => {}
             (OpCode::SetData, OpResult::Stat(stat)) => stat.write(w),
             (OpCode::GetData, OpResult::Data { data, stat }) => {
-                w.buffer(data);
+                data.write(w);
                 stat.write(w);
             }
             (OpCode::GetChildren, OpResult::Children { children, .. }) => children.write(w),

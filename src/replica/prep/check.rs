@@ -18,7 +18,6 @@ use crate::tree::path;
 use crate::tree::stat::{CreateMode, EphemeralType, StatPersisted, CONTAINER_EPHEMERAL_OWNER, MAX_TTL_MS};
 use crate::tree::{is_special_path, TreeState};
 use crate::txn::TxnBody;
-use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
@@ -92,7 +91,7 @@ fn check_parent_path(path: &str) -> Result<(), ZkError> {
     Ok(())
 }
 
-fn check_data(path: &str, data: &Bytes, limits: Limits) -> Result<(), ZkError> {
+fn check_data(path: &str, data: &[u8], limits: Limits) -> Result<(), ZkError> {
     if data.len() > limits.max_data_bytes {
         return Err(ZkError::with_reason(
             ErrorCode::BadArguments,
@@ -498,6 +497,7 @@ mod tests {
     use super::*;
     use crate::tree::DataTree;
     use crate::txn::Txn;
+    use bytes::Bytes;
 
     const S: SessionId = SessionId(0x0100_0000_0000_0001);
 
@@ -543,7 +543,7 @@ mod tests {
     }
 
     fn create(path: &str, mode: CreateMode) -> Op {
-        Op::Create { path: path.into(), data: Bytes::new(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
+        Op::Create { path: path.into(), data: Bytes::new().into(), acl: Acl::open_unsafe(), mode, ttl_ms: -1 }
     }
 
     #[test]
@@ -579,7 +579,7 @@ mod tests {
         // Invalid ACL wins over a missing parent (fixupACL runs first).
         let op = Op::Create {
             path: "/x/y".into(),
-            data: Bytes::new(),
+            data: Bytes::new().into(),
             acl: vec![],
             mode: CreateMode::Persistent,
             ttl_ms: -1,
@@ -589,8 +589,13 @@ mod tests {
         l.run(create("/e", CreateMode::Ephemeral));
         assert_eq!(l.run(create("/e/c", CreateMode::Persistent)), TxnBody::Error(ErrorCode::NoChildrenForEphemerals));
         // TTL rules.
-        let ttl =
-            |mode, ttl_ms| Op::Create { path: "/t".into(), data: Bytes::new(), acl: Acl::open_unsafe(), mode, ttl_ms };
+        let ttl = |mode, ttl_ms| Op::Create {
+            path: "/t".into(),
+            data: Bytes::new().into(),
+            acl: Acl::open_unsafe(),
+            mode,
+            ttl_ms,
+        };
         assert_eq!(l.run(ttl(CreateMode::PersistentWithTtl, 0)), TxnBody::Error(ErrorCode::BadArguments));
         assert_eq!(l.run(ttl(CreateMode::Persistent, 100)), TxnBody::Error(ErrorCode::BadArguments));
         assert!(matches!(l.run(ttl(CreateMode::PersistentWithTtl, 100)), TxnBody::Create { .. }));
@@ -656,7 +661,7 @@ mod tests {
         let mut l = Leader::new();
         let multi = Op::Multi(vec![
             create("/m", CreateMode::Persistent),
-            Op::SetData { path: "/nope".into(), data: Bytes::new(), version: -1 },
+            Op::SetData { path: "/nope".into(), data: Bytes::new().into(), version: -1 },
             create("/m2", CreateMode::Persistent),
         ]);
         let (_, body) = l.propose(multi);
@@ -672,7 +677,7 @@ mod tests {
         let multi = Op::Multi(vec![
             create("/m", CreateMode::Persistent),
             create("/m/child", CreateMode::Persistent),
-            Op::SetData { path: "/m".into(), data: Bytes::from_static(b"x"), version: 0 },
+            Op::SetData { path: "/m".into(), data: Bytes::from_static(b"x").into(), version: 0 },
             Op::Check { path: "/m".into(), version: 1 },
         ]);
         assert!(matches!(l.run(multi), TxnBody::Multi(ops) if ops.len() == 4));
@@ -701,7 +706,7 @@ mod tests {
         let mut l = Leader::new();
         let ro = Op::Create {
             path: "/ro".into(),
-            data: Bytes::new(),
+            data: Bytes::new().into(),
             acl: Acl::read_unsafe(),
             mode: CreateMode::Persistent,
             ttl_ms: -1,
@@ -709,7 +714,7 @@ mod tests {
         l.run(ro);
         assert_eq!(l.run(create("/ro/c", CreateMode::Persistent)), TxnBody::Error(ErrorCode::NoAuth));
         assert_eq!(
-            l.run(Op::SetData { path: "/ro".into(), data: Bytes::new(), version: -1 }),
+            l.run(Op::SetData { path: "/ro".into(), data: Bytes::new().into(), version: -1 }),
             TxnBody::Error(ErrorCode::NoAuth)
         );
         // Digest: only the authenticated user passes.
@@ -717,7 +722,7 @@ mod tests {
         l.identities = vec![alice];
         let op = Op::Create {
             path: "/mine".into(),
-            data: Bytes::new(),
+            data: Bytes::new().into(),
             acl: Acl::creator_all(),
             mode: CreateMode::Persistent,
             ttl_ms: -1,
@@ -725,7 +730,7 @@ mod tests {
         assert!(matches!(l.run(op), TxnBody::Create { .. }));
         l.identities = vec![];
         assert_eq!(
-            l.run(Op::SetData { path: "/mine".into(), data: Bytes::new(), version: -1 }),
+            l.run(Op::SetData { path: "/mine".into(), data: Bytes::new().into(), version: -1 }),
             TxnBody::Error(ErrorCode::NoAuth)
         );
     }
@@ -733,7 +738,7 @@ mod tests {
     #[test]
     fn stateless_validation_gives_reasons() {
         let limits = Limits { max_data_bytes: 4, ..Limits::default() };
-        let op = Op::SetData { path: "/a".into(), data: Bytes::from_static(b"12345"), version: -1 };
+        let op = Op::SetData { path: "/a".into(), data: Bytes::from_static(b"12345").into(), version: -1 };
         let err = validate(&op, &[], limits).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArguments);
         assert!(err.reason.contains("5 bytes"), "{err}");

@@ -2,6 +2,7 @@
 //! canonical form the decoders produce (so a round trip must be the identity).
 
 use crate::acl::{Acl, Id};
+use crate::data::Data;
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult, Reply};
 use crate::tree::stat::{CreateMode, Stat};
@@ -47,6 +48,13 @@ impl Gen for String {
 impl Gen for Bytes {
     fn strategy() -> BoxedStrategy<Self> {
         proptest::collection::vec(any::<u8>(), 0..40).prop_map(Bytes::from).boxed()
+    }
+}
+
+/// Data: bytes, now and then null, so round trips keep the two apart.
+impl Gen for Data {
+    fn strategy() -> BoxedStrategy<Self> {
+        prop_oneof![1 => Just(Data::NULL), 4 => Bytes::strategy().prop_map(Data::from)].boxed()
     }
 }
 
@@ -126,7 +134,7 @@ pub(crate) fn watch_event() -> impl Strategy<Value = WatchEvent> {
 
 /// A create as a standalone request: its opcode and op.
 fn standalone_create() -> impl Strategy<Value = (OpCode, Op)> {
-    (0..3usize, path(), Bytes::strategy(), Vec::<Acl>::strategy(), mode(), any::<i64>(), any::<bool>()).prop_map(
+    (0..3usize, path(), Data::strategy(), Vec::<Acl>::strategy(), mode(), any::<i64>(), any::<bool>()).prop_map(
         |(kind, path, data, acl, mode, ttl, legacy)| match kind {
             0 => {
                 let opcode = if legacy { OpCode::Create } else { OpCode::Create2 };
@@ -140,7 +148,7 @@ fn standalone_create() -> impl Strategy<Value = (OpCode, Op)> {
 
 /// A create inside multi, with the sub-op opcode ZooKeeper reports for it.
 fn multi_create() -> impl Strategy<Value = (OpCode, Op)> {
-    (path(), Bytes::strategy(), Vec::<Acl>::strategy(), mode(), any::<i64>(), any::<bool>()).prop_map(
+    (path(), Data::strategy(), Vec::<Acl>::strategy(), mode(), any::<i64>(), any::<bool>()).prop_map(
         |(path, data, acl, mode, ttl, legacy)| {
             if mode.is_ttl() {
                 (OpCode::CreateTtl, Op::Create { path, data, acl, mode, ttl_ms: ttl })
@@ -159,7 +167,7 @@ fn write_sub_op() -> impl Strategy<Value = (OpCode, Op)> {
     prop_oneof![
         multi_create(),
         (path(), any::<i32>()).prop_map(|(path, version)| (OpCode::Delete, Op::Delete { path, version })),
-        (path(), Bytes::strategy(), any::<i32>())
+        (path(), Data::strategy(), any::<i32>())
             .prop_map(|(path, data, version)| (OpCode::SetData, Op::SetData { path, data, version })),
         (path(), any::<i32>()).prop_map(|(path, version)| (OpCode::Check, Op::Check { path, version })),
     ]
@@ -195,7 +203,7 @@ pub(crate) fn request() -> impl Strategy<Value = (ReplyShape, Op)> {
         single(OpCode::GetData, (path(), any::<bool>()).prop_map(|(path, watch)| Op::GetData { path, watch })),
         single(
             OpCode::SetData,
-            (path(), Bytes::strategy(), any::<i32>()).prop_map(|(path, data, version)| Op::SetData {
+            (path(), Data::strategy(), any::<i32>()).prop_map(|(path, data, version)| Op::SetData {
                 path,
                 data,
                 version
@@ -267,7 +275,7 @@ fn sub_result(opcode: OpCode) -> BoxedStrategy<OpResult> {
         }
         OpCode::SetData => Stat::strategy().prop_map(OpResult::Stat).boxed(),
         OpCode::GetData => {
-            (Bytes::strategy(), Stat::strategy()).prop_map(|(data, stat)| OpResult::Data { data, stat }).boxed()
+            (Data::strategy(), Stat::strategy()).prop_map(|(data, stat)| OpResult::Data { data, stat }).boxed()
         }
         OpCode::GetChildren => {
             Vec::<String>::strategy().prop_map(|children| OpResult::Children { children, stat: None }).boxed()

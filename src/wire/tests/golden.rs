@@ -3,6 +3,7 @@
 //! frame is hex, one field per group, annotated.
 
 use crate::acl::{Acl, Id};
+use crate::data::Data;
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult};
 use crate::tree::stat::{CreateMode, Stat};
@@ -106,7 +107,7 @@ fn create2_request() {
             shape: OpCode::Create2.into(),
             op: Op::Create {
                 path: "/a".into(),
-                data: Bytes::from_static(b"hi"),
+                data: Bytes::from_static(b"hi").into(),
                 acl: Acl::open_unsafe(),
                 mode: CreateMode::EphemeralSequential,
                 ttl_ms: -1,
@@ -117,7 +118,8 @@ fn create2_request() {
 
 #[test]
 fn create_ttl_request_and_null_data() {
-    // xid 2, createTTL, "/t", data null (-1, as kazoo sends empty data), no ACL, flags 5, ttl 5000.
+    // xid 2, createTTL, "/t", data null (-1), no ACL, flags 5, ttl 5000:
+    // the null is kept, to read back as null as in ZooKeeper.
     let decoded = request("00000002 00000015 | 00000002 2f74 | ffffffff | 00000000 | 00000005 | 0000000000001388");
     assert_eq!(
         decoded,
@@ -126,7 +128,7 @@ fn create_ttl_request_and_null_data() {
             shape: OpCode::CreateTtl.into(),
             op: Op::Create {
                 path: "/t".into(),
-                data: Bytes::new(),
+                data: Data::NULL,
                 acl: vec![],
                 mode: CreateMode::PersistentWithTtl,
                 ttl_ms: 5000,
@@ -180,7 +182,7 @@ fn multi_request_with_effective_sub_opcodes() {
             op: Op::Multi(vec![
                 Op::Create {
                     path: "/c".into(),
-                    data: Bytes::new(),
+                    data: Bytes::new().into(),
                     acl: vec![],
                     mode: CreateMode::Container,
                     ttl_ms: -1
@@ -325,6 +327,20 @@ fn get_children2_reply() {
     assert_eq!(
         encode_reply(7, 0x20, &OpCode::GetChildren.into(), &reply),
         hex("0000001f | 00000007 0000000000000020 00000000 | 00000002 00000001 61 00000002 6263")
+    );
+}
+
+#[test]
+fn get_data_replies_keep_null_apart_from_empty() {
+    let reply = |data| Ok(OpResult::Data { data, stat: stat_1_to_11() });
+    // Null data is a buffer of length -1, as ZooKeeper's GetDataResponse writes it.
+    assert_eq!(
+        encode_reply(3, 0x10, &OpCode::GetData.into(), &reply(Data::NULL)),
+        hex(&format!("00000058 | 00000003 0000000000000010 00000000 | ffffffff | {STAT_1_TO_11}"))
+    );
+    assert_eq!(
+        encode_reply(3, 0x10, &OpCode::GetData.into(), &reply(Data::EMPTY)),
+        hex(&format!("00000058 | 00000003 0000000000000010 00000000 | 00000000 | {STAT_1_TO_11}"))
     );
 }
 
