@@ -4,7 +4,10 @@
 //! `$ZKCTL_HISTORY`, else `~/.zkctl_history`), and tab completion of
 //! commands and of paths (children read from the ensemble as you type).
 //! Every one-shot command works inside with the same flags, plus `connect
-//! SERVERS`, `help` and `quit`/`exit`.
+//! SERVERS`, `help` and `quit`/`exit`. One difference, as in zkCli: `get -w`
+//! and `ls -w` give the prompt back at once, and the watch's event is
+//! printed above the prompt when it fires. Data from stdin (`-`) is refused:
+//! stdin is the terminal; `--file` works.
 
 use crate::output::{Exit, Printer};
 use crate::Command;
@@ -12,7 +15,8 @@ use clap::{CommandFactory, Parser, Subcommand};
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
-use rustyline::{Context, Editor, Helper, Highlighter, Hinter, Validator};
+use rustyline::{Context, Editor, ExternalPrinter, Helper, Highlighter, Hinter, Validator};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use zabkeeper::client::{Client, ClientOptions};
@@ -104,9 +108,34 @@ async fn connect(server: &str, options: &ClientOptions, out: &Printer) -> Option
     }
 }
 
+/// Starts the thread that prints watch events arriving while the shell waits
+/// for input: through rustyline's external printer, which redraws the prompt
+/// and the line being typed below the event, or plainly when the terminal
+/// has none (input not a tty). A thread of its own because that printer may
+/// block until the editor takes the message, and the async runtime must not.
+fn event_printer(editor: &mut Editor<Completions, FileHistory>) -> std::sync::mpsc::Sender<String> {
+    let (events, received) = std::sync::mpsc::channel::<String>();
+    let mut external = editor.create_external_printer().ok();
+    let started = std::thread::Builder::new().name("zkctl-events".into()).spawn(move || {
+        // Ends when every sender is gone, i.e. with the shell.
+        for line in received {
+            let printed = external.as_mut().map(|p| p.print(format!("{line}\n")));
+            if !matches!(printed, Some(Ok(()))) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            }
+        }
+    });
+    if let Err(e) = started {
+        // Without the thread, events are dropped; the shell itself still works.
+        eprintln!("Warning: watch events will not be shown: cannot start their printer: {e}");
+    }
+    events
+}
+
 /// Runs the shell until quit or end of input; the exit status is the last
 /// command's.
-pub async fn run(mut server: String, options: ClientOptions, admin: crate::AdminTarget, out: Printer) -> Exit {
+pub async fn run(mut server: String, options: ClientOptions, admin: crate::AdminTarget, mut out: Printer) -> Exit {
     let shared = Arc::new(Mutex::new(connect(&server, &options, &out).await));
     let config = rustyline::Config::builder().auto_add_history(true).max_history_size(10_000).unwrap_or_default();
     let mut editor: Editor<Completions, FileHistory> = match Editor::with_config(config.build()) {
@@ -116,6 +145,7 @@ pub async fn run(mut server: String, options: ClientOptions, admin: crate::Admin
             return Exit::Usage;
         }
     };
+    out.events = Some(event_printer(&mut editor));
     editor.set_helper(Some(Completions {
         commands: command_names(),
         client: shared.clone(),
