@@ -19,6 +19,8 @@ mod admin_show;
 mod admin_snapshot;
 #[path = "zkctl/commands.rs"]
 mod commands;
+#[path = "zkctl/events.rs"]
+mod events;
 #[path = "zkctl/input.rs"]
 mod input;
 #[path = "zkctl/multi.rs"]

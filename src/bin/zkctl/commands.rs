@@ -108,8 +108,8 @@ pub async fn get(
 
 /// The event of a one-shot watch just left. A one-shot command waits for it
 /// and prints it (Ctrl-C ends the wait). The shell, like zkCli, gives the
-/// prompt back at once and prints the event above it when it fires, so a
-/// watch can be left while other commands run (and `removewatches` tried).
+/// prompt back at once and prints the event when it fires, so a watch can
+/// be left while other commands run (and `removewatches` tried).
 async fn watched(out: &Printer, watcher: OneshotWatcher) -> Result<Exit, ClientError> {
     if let Some(events) = &out.events {
         let (events, json) = (events.clone(), out.json);
@@ -117,8 +117,7 @@ async fn watched(out: &Printer, watcher: OneshotWatcher) -> Result<Exit, ClientE
             let event = watcher.await;
             // The shell closing its own session (quit, connect) is no news.
             if event != WatchedEvent::State(ConnectionState::Closed) {
-                // The shell's printer is gone only when the shell is ending.
-                let _ = events.send(watched_line(&event, json));
+                events.show(watched_line(&event, json));
             }
         });
         return Ok(Exit::Ok);

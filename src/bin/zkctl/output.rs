@@ -212,9 +212,9 @@ pub fn watched_line(event: &WatchedEvent, json: bool) -> String {
 pub struct Printer {
     /// JSON lines instead of text.
     pub json: bool,
-    /// In the shell: where one-shot watch events go when they fire later
-    /// (printed above the prompt); `None` makes a watching command wait.
-    pub events: Option<std::sync::mpsc::Sender<String>>,
+    /// In the shell: where one-shot watch events go when they fire after
+    /// their command ended; `None` makes a watching command wait for its event.
+    pub events: Option<crate::events::LateEvents>,
 }
 
 impl Printer {

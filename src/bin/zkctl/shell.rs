@@ -6,17 +6,18 @@
 //! Every one-shot command works inside with the same flags, plus `connect
 //! SERVERS`, `help` and `quit`/`exit`. One difference, as in zkCli: `get -w`
 //! and `ls -w` give the prompt back at once, and the watch's event is
-//! printed above the prompt when it fires. Data from stdin (`-`) is refused:
+//! printed when it fires (see `events`). Data from stdin (`-`) is refused:
 //! stdin is the terminal; `--file` works.
 
+use crate::events::LateEvents;
 use crate::output::{Exit, Printer};
 use crate::Command;
 use clap::{CommandFactory, Parser, Subcommand};
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
+use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
-use rustyline::{Context, Editor, ExternalPrinter, Helper, Highlighter, Hinter, Validator};
-use std::io::Write;
+use rustyline::{Context, Editor, Helper, Highlighter, Validator};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use zabkeeper::client::{Client, ClientOptions};
@@ -43,9 +44,11 @@ enum ShellCommand {
     Run(Command),
 }
 
-/// The shell's editor helper: completes commands and paths.
-#[derive(Helper, Hinter, Highlighter, Validator)]
+/// The shell's editor helper: completes commands and paths, and tells the
+/// late-event printer whether a line is being typed.
+#[derive(Helper, Highlighter, Validator)]
 struct Completions {
+    events: LateEvents,
     commands: Vec<String>,
     client: Arc<Mutex<Option<Client>>>,
     runtime: tokio::runtime::Handle,
@@ -83,6 +86,17 @@ impl Completer for Completions {
     }
 }
 
+impl Hinter for Completions {
+    type Hint = String;
+
+    /// Shows no hint; called on every edit of the line, which is how the
+    /// shell knows whether an event may be printed over the prompt.
+    fn hint(&self, line: &str, _pos: usize, _ctx: &Context<'_>) -> Option<String> {
+        self.events.typing(!line.is_empty());
+        None
+    }
+}
+
 fn history_file() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("ZKCTL_HISTORY") {
         return Some(PathBuf::from(path));
@@ -108,31 +122,6 @@ async fn connect(server: &str, options: &ClientOptions, out: &Printer) -> Option
     }
 }
 
-/// Starts the thread that prints watch events arriving while the shell waits
-/// for input: through rustyline's external printer, which redraws the prompt
-/// and the line being typed below the event, or plainly when the terminal
-/// has none (input not a tty). A thread of its own because that printer may
-/// block until the editor takes the message, and the async runtime must not.
-fn event_printer(editor: &mut Editor<Completions, FileHistory>) -> std::sync::mpsc::Sender<String> {
-    let (events, received) = std::sync::mpsc::channel::<String>();
-    let mut external = editor.create_external_printer().ok();
-    let started = std::thread::Builder::new().name("zkctl-events".into()).spawn(move || {
-        // Ends when every sender is gone, i.e. with the shell.
-        for line in received {
-            let printed = external.as_mut().map(|p| p.print(format!("{line}\n")));
-            if !matches!(printed, Some(Ok(()))) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-            }
-        }
-    });
-    if let Err(e) = started {
-        // Without the thread, events are dropped; the shell itself still works.
-        eprintln!("Warning: watch events will not be shown: cannot start their printer: {e}");
-    }
-    events
-}
-
 /// Runs the shell until quit or end of input; the exit status is the last
 /// command's.
 pub async fn run(mut server: String, options: ClientOptions, admin: crate::AdminTarget, mut out: Printer) -> Exit {
@@ -145,8 +134,10 @@ pub async fn run(mut server: String, options: ClientOptions, admin: crate::Admin
             return Exit::Usage;
         }
     };
-    out.events = Some(event_printer(&mut editor));
+    let events = LateEvents::new();
+    out.events = Some(events.clone());
     editor.set_helper(Some(Completions {
+        events: events.clone(),
         commands: command_names(),
         client: shared.clone(),
         runtime: tokio::runtime::Handle::current(),
@@ -161,10 +152,12 @@ pub async fn run(mut server: String, options: ClientOptions, admin: crate::Admin
         let connected = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
         let prompt = format!("[zkctl: {server}{}] ", if connected { "" } else { " (not connected)" });
         let reading = editor.clone();
+        events.prompting(&prompt);
         let read = tokio::task::spawn_blocking(move || {
             reading.lock().unwrap_or_else(std::sync::PoisonError::into_inner).readline(&prompt)
         })
         .await;
+        events.busy();
         let line = match read {
             Ok(Ok(line)) => line,
             // Ctrl-C clears the line, as in zkCli.sh; Ctrl-D ends the shell.
