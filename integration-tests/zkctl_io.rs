@@ -380,6 +380,8 @@ fn the_shell_leaves_watches_prints_their_events_and_removes_them() {
     let server = ensemble.grpc(&[1]);
     let s = server.as_str();
     ok(&zkctl(s, &["create", "/rw", "v0"]));
+    // A child to list, so every command below prints something to wait for.
+    ok(&zkctl(s, &["create", "/rw/first"]));
     let history = tempfile::tempdir().expect("temp dir");
     let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
     command.args(["--server", s]).env_remove("ZKCTL_SERVER").env("ZKCTL_HISTORY", history.path().join("history"));
@@ -397,7 +399,7 @@ fn the_shell_leaves_watches_prints_their_events_and_removes_them() {
 
     // A child watch fires while the shell waits for input: the event is
     // printed over the idle prompt, which is drawn again below it.
-    type_line(&mut shell, p, "ls -w /rw", &[]);
+    type_line(&mut shell, p, "ls -w /rw", &["first"]);
     ok(&zkctl(s, &["create", "/rw/kid"]));
     shell.exp_string("type:NodeChildrenChanged path:/rw").expect("the event over the prompt");
     shell.exp_string(p).expect("the prompt again");
