@@ -19,6 +19,12 @@ mod admin_show;
 mod admin_snapshot;
 #[path = "zkctl/commands.rs"]
 mod commands;
+#[path = "zkctl/events.rs"]
+mod events;
+#[path = "zkctl/input.rs"]
+mod input;
+#[path = "zkctl/multi.rs"]
+mod multi;
 #[path = "zkctl/output.rs"]
 mod output;
 #[path = "zkctl/recipes.rs"]
@@ -27,11 +33,14 @@ mod recipes;
 mod shell;
 
 use clap::{Parser, Subcommand};
-use output::{Exit, Printer};
+use input::Stdin;
+use output::{Encoding, Exit, Printer};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use zabkeeper::client::acl_spec::parse_acl;
 use zabkeeper::client::{Client, ClientError, ClientOptions};
+use zabkeeper::tree::watch::WatcherType;
 
 /// Largest subtree `ls -R` and `rm -r` walk unless told otherwise.
 const DEFAULT_MAX_NODES: usize = 100_000;
@@ -87,8 +96,35 @@ pub struct AdminTarget {
     timeout: Duration,
 }
 
-/// A create's mode and ACL, checked before any session is opened.
-type CreatePlan = Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>;
+/// What a command's arguments come to once checked and read, before any
+/// session is used: nothing is sent for a command that cannot run.
+#[derive(Default)]
+struct Plan {
+    /// A create's mode and ACL.
+    create: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>,
+    /// The data of `create` / `set`: from the line, a file or stdin.
+    data: Vec<u8>,
+    /// The operations of `multi`.
+    ops: Vec<multi::PlannedOp>,
+}
+
+/// `--hex` / `--base64`: data printed so any bytes survive (JSON too).
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+struct DataFormat {
+    /// Print data as lowercase hex.
+    #[arg(long, conflicts_with = "base64")]
+    hex: bool,
+    /// Print data as base64 (standard alphabet, padded).
+    #[arg(long)]
+    base64: bool,
+}
+
+impl DataFormat {
+    /// The encoding the flags ask for.
+    fn encoding(self) -> Encoding {
+        Encoding::from_flags(self.hex, self.base64)
+    }
+}
 
 #[derive(Subcommand, Debug)]
 enum Command {
@@ -115,17 +151,22 @@ enum Command {
         acl: String,
         /// The node's path.
         path: String,
-        /// The node's data (empty if omitted).
+        /// The node's data (empty if omitted; `-` reads stdin).
         data: Option<String>,
+        /// Read the data from this file, byte for byte (`-`: stdin).
+        #[arg(long, value_name = "FILE", conflicts_with = "data")]
+        file: Option<PathBuf>,
     },
     /// Print a node's data.
     Get {
         /// Also print the Stat.
         #[arg(short = 's')]
         stat: bool,
-        /// Leave a watch, then wait for its event and print it.
-        #[arg(short = 'w')]
+        /// Leave a watch and print its event: the command waits for it, the shell prints it when it fires.
+        #[arg(short = 'w', long)]
         watch: bool,
+        #[command(flatten)]
+        format: DataFormat,
         /// The node's path.
         path: String,
     },
@@ -136,8 +177,32 @@ enum Command {
         version: i32,
         /// The node's path.
         path: String,
-        /// The new data.
-        data: String,
+        /// The new data (`-` reads stdin).
+        #[arg(required_unless_present = "file")]
+        data: Option<String>,
+        /// Read the new data from this file, byte for byte (`-`: stdin).
+        #[arg(long, value_name = "FILE", conflicts_with = "data")]
+        file: Option<PathBuf>,
+    },
+    /// Succeed only if a node exists with this version (for scripts and `multi`).
+    Check {
+        /// Expected version (-1: any, i.e. the node exists).
+        #[arg(short = 'v', long, default_value_t = -1, allow_negative_numbers = true)]
+        version: i32,
+        /// The node's path.
+        path: String,
+    },
+    /// Apply a file of write operations atomically (all or none), one a line:
+    /// `create ...`, `set ...`, `delete ...`, `check PATH -v N`.
+    ///
+    /// Lines take the same flags as the commands; blank lines and lines
+    /// starting with `#` are skipped; words are split as a shell does. Every
+    /// line is checked before anything is sent. On success each op's result
+    /// is printed; on failure the line whose op failed, and nothing is applied.
+    Multi {
+        /// The file of operations (`-`: stdin).
+        #[arg(long, value_name = "FILE")]
+        file: PathBuf,
     },
     /// Delete a node (it must have no children).
     Delete {
@@ -169,6 +234,26 @@ enum Command {
         /// Refuse subtrees larger than this (with -R).
         #[arg(long, default_value_t = DEFAULT_MAX_NODES)]
         max_nodes: usize,
+        /// Leave a child watch and print its event: the command waits for it, the shell prints it when it fires.
+        #[arg(short = 'w', long, conflicts_with = "recursive")]
+        watch: bool,
+        /// The node's path.
+        path: String,
+    },
+    /// Remove this session's watches on a node (zkCli's removewatches); NoWatcher if there are none.
+    ///
+    /// A one-shot invocation is a fresh session with no watches: this is for
+    /// the shell, after `get -w` or `ls -w`.
+    Removewatches {
+        /// Child watches only.
+        #[arg(short = 'c', conflicts_with_all = ["data", "any"])]
+        children: bool,
+        /// Data (and exists) watches only.
+        #[arg(short = 'd', conflicts_with = "any")]
+        data: bool,
+        /// Every kind (the default).
+        #[arg(short = 'a')]
+        any: bool,
         /// The node's path.
         path: String,
     },
@@ -258,6 +343,8 @@ enum Command {
         path: String,
         /// The value others see while this candidate leads (needed to campaign).
         value: Option<String>,
+        #[command(flatten)]
+        format: DataFormat,
     },
 }
 
@@ -272,7 +359,7 @@ fn parse_auth(text: &str) -> Result<(String, Vec<u8>), String> {
 }
 
 async fn run(cli: Cli) -> Exit {
-    let out = Printer { json: cli.json };
+    let out = Printer { json: cli.json, events: None };
     let timeout = Duration::from_millis(cli.timeout_ms);
     let command = match cli.command {
         Some(Command::Admin(command)) => {
@@ -295,8 +382,8 @@ async fn run(cli: Cli) -> Exit {
         let admin = AdminTarget { address: cli.admin, options: cli.admin_options, timeout };
         return shell::run(cli.server, options, admin, out).await;
     };
-    // Arguments are checked before a session is opened for nothing.
-    let create_plan = match plan(&command, &out) {
+    // Arguments are checked (and data read) before a session is opened for nothing.
+    let plan = match plan(&command, &out, Stdin::Readable) {
         Ok(plan) => plan,
         Err(exit) => return exit,
     };
@@ -304,7 +391,7 @@ async fn run(cli: Cli) -> Exit {
         Ok(client) => client,
         Err(e) => return out.fail(&e),
     };
-    let result = dispatch(&client, &out, command, create_plan).await;
+    let result = dispatch(&client, &out, command, plan).await;
     // The session's end is part of the command (it removes `create -e` nodes); a failure here changes nothing.
     let _ = client.close().await;
     match result {
@@ -313,64 +400,82 @@ async fn run(cli: Cli) -> Exit {
     }
 }
 
-/// Runs one command on an open session (the shell's way).
+/// Runs one command on an open session (the shell's way: stdin is the terminal).
 async fn execute(client: &Client, out: &Printer, command: Command) -> Exit {
-    let create_plan = match plan(&command, out) {
+    let plan = match plan(&command, out, Stdin::Terminal) {
         Ok(plan) => plan,
         Err(exit) => return exit,
     };
-    match dispatch(client, out, command, create_plan).await {
+    match dispatch(client, out, command, plan).await {
         Ok(exit) => exit,
         Err(e) => out.fail(&e),
     }
 }
 
-/// Checks a command's arguments; a create's mode and ACL come out parsed.
-fn plan(command: &Command, out: &Printer) -> Result<CreatePlan, Exit> {
-    Ok(match command {
-        Command::Create { ephemeral, sequential, container, ttl, acl, .. } => {
+/// Checks a command's arguments and reads its input: a create's mode and
+/// ACL, data from a file or stdin, a multi's operations.
+fn plan(command: &Command, out: &Printer, stdin: Stdin) -> Result<Plan, Exit> {
+    let mut plan = Plan::default();
+    match command {
+        Command::Create { ephemeral, sequential, container, ttl, acl, data, file, .. } => {
             let mode = match commands::create_mode(*ephemeral, *sequential, *container, ttl.is_some()) {
                 Ok(mode) => mode,
                 Err(message) => return Err(out.usage(&message)),
             };
             match parse_acl(acl) {
-                Ok(acl) => Some((mode, acl)),
+                Ok(acl) => plan.create = Some((mode, acl)),
                 Err(e) => return Err(out.fail(&e)),
             }
+            plan.data =
+                input::read_data(data.as_deref(), file.as_deref(), stdin).map_err(|e| out.usage(&e.to_string()))?;
+        }
+        Command::Set { data, file, .. } => {
+            plan.data =
+                input::read_data(data.as_deref(), file.as_deref(), stdin).map_err(|e| out.usage(&e.to_string()))?;
+        }
+        Command::Multi { file } => {
+            plan.ops = multi::load(file, stdin).map_err(|e| out.usage(&e.to_string()))?;
         }
         Command::Setacl { acl, .. } => {
             if let Err(e) = parse_acl(acl) {
                 return Err(out.fail(&e));
             }
-            None
         }
         Command::Elect { leader: false, value: None, .. } => {
             return Err(out.usage("elect needs a VALUE to campaign with, or --leader to print the leader"));
         }
-        _ => None,
-    })
+        _ => {}
+    }
+    Ok(plan)
 }
 
-async fn dispatch(
-    client: &Client,
-    out: &Printer,
-    command: Command,
-    create_plan: CreatePlan,
-) -> Result<Exit, ClientError> {
+async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) -> Result<Exit, ClientError> {
     match command {
-        Command::Create { path, data, ttl, .. } => {
-            let Some((mode, acl)) = create_plan else {
+        Command::Create { path, ttl, .. } => {
+            let Some((mode, acl)) = plan.create else {
                 return Err(ClientError::InvalidArgument("create arguments were not checked".into()));
             };
-            let data = data.unwrap_or_default();
-            commands::create(client, out, &path, data.as_bytes(), mode, &acl, ttl).await
+            commands::create(client, out, &path, &plan.data, mode, &acl, ttl).await
         }
-        Command::Get { stat, watch, path } => commands::get(client, out, &path, stat, watch).await,
-        Command::Set { version, path, data } => commands::set(client, out, &path, data.as_bytes(), version).await,
+        Command::Get { stat, watch, format, path } => {
+            commands::get(client, out, &path, stat, watch, format.encoding()).await
+        }
+        Command::Set { version, path, .. } => commands::set(client, out, &path, &plan.data, version).await,
+        Command::Check { version, path } => commands::check(client, out, &path, version).await,
+        Command::Multi { .. } => multi::run(client, out, &plan.ops).await,
         Command::Delete { version, path } => commands::delete(client, out, &path, version).await,
         Command::Rm { recursive, max_nodes, path } => commands::rm(client, out, &path, recursive, max_nodes).await,
-        Command::Ls { recursive, stat, max_nodes, path } => {
-            commands::ls(client, out, &path, recursive, stat, max_nodes).await
+        Command::Ls { recursive, stat, max_nodes, watch, path } => {
+            commands::ls(client, out, &path, commands::Listing { recursive, with_stat: stat, max_nodes, watch }).await
+        }
+        Command::Removewatches { children, data, path, .. } => {
+            let kind = match (children, data) {
+                (true, _) => WatcherType::Children,
+                (false, true) => WatcherType::Data,
+                // -a, or nothing: every kind, as zkCli's default.
+                (false, false) => WatcherType::Any,
+            };
+            commands::remove_watches(client, out, &path, kind).await
         }
         Command::Stat { path } => commands::stat(client, out, &path).await,
         Command::Watch { recursive, count, path } => commands::watch(client, out, &path, recursive, count).await,
@@ -382,7 +487,9 @@ async fn dispatch(
         Command::Ephemerals { prefix } => commands::ephemerals(client, out, prefix.as_deref().unwrap_or("/")).await,
         Command::Count { path } => commands::count(client, out, &path).await,
         Command::Lock { wait_ms, path, command } => recipes::lock(client, out, &path, wait_ms, &command).await,
-        Command::Elect { leader: true, path, .. } => recipes::leader(client, out, &path).await,
+        Command::Elect { leader: true, path, format, .. } => {
+            recipes::leader(client, out, &path, format.encoding()).await
+        }
         Command::Elect { path, value, .. } => {
             recipes::elect(client, out, &path, value.unwrap_or_default().as_bytes()).await
         }
@@ -408,6 +515,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use std::path::Path;
 
     #[test]
     fn the_command_line_definition_is_consistent() {
@@ -427,7 +535,7 @@ mod tests {
         let cli = Cli::try_parse_from(["zkctl", "--json", "get", "-s", "/a", "--server", "h:1"]).unwrap();
         assert!(cli.json);
         assert_eq!(cli.server, "h:1");
-        assert!(matches!(cli.command, Some(Command::Get { stat: true, watch: false, ref path }) if path == "/a"));
+        assert!(matches!(cli.command, Some(Command::Get { stat: true, watch: false, ref path, .. }) if path == "/a"));
         let cli = Cli::try_parse_from(["zkctl", "set", "-v", "-1", "/a", "x"]).unwrap();
         assert!(matches!(cli.command, Some(Command::Set { version: -1, .. })));
         let cli = Cli::try_parse_from(["zkctl", "--auth", "digest:a:b", "--auth", "digest:c:d", "whoami"]).unwrap();
@@ -447,5 +555,32 @@ mod tests {
         assert!(matches!(cli.command, Some(Command::Elect { leader: true, value: None, .. })));
         assert!(Cli::try_parse_from(["zkctl", "frobnicate"]).is_err());
         assert!(Cli::try_parse_from(["zkctl", "--timeout-ms", "0", "whoami"]).is_err());
+    }
+
+    #[test]
+    fn data_sources_watches_and_encodings_parse_and_contradictions_are_refused() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map(|cli| cli.command);
+        let cli = parse(&["zkctl", "set", "/a", "--file", "f"]).unwrap();
+        assert!(matches!(cli, Some(Command::Set { data: None, file: Some(ref f), .. }) if f == Path::new("f")));
+        assert!(
+            matches!(parse(&["zkctl", "create", "/a", "-"]).unwrap(), Some(Command::Create { data: Some(ref d), .. }) if d == "-")
+        );
+        assert!(parse(&["zkctl", "set", "/a"]).is_err(), "set needs DATA or --file");
+        assert!(parse(&["zkctl", "create", "/a", "x", "--file", "f"]).is_err(), "inline data or a file, not both");
+        let cli = parse(&["zkctl", "get", "--watch", "--base64", "/a"]).unwrap();
+        assert!(matches!(cli, Some(Command::Get { watch: true, format: DataFormat { hex: false, base64: true }, .. })));
+        assert!(parse(&["zkctl", "get", "--hex", "--base64", "/a"]).is_err());
+        assert!(matches!(parse(&["zkctl", "ls", "-w", "/a"]).unwrap(), Some(Command::Ls { watch: true, .. })));
+        assert!(parse(&["zkctl", "ls", "-w", "-R", "/a"]).is_err(), "a child watch is on one node");
+        assert!(matches!(
+            parse(&["zkctl", "removewatches", "/a", "-d"]).unwrap(),
+            Some(Command::Removewatches { data: true, .. })
+        ));
+        assert!(parse(&["zkctl", "removewatches", "-c", "-a", "/a"]).is_err());
+        assert!(matches!(parse(&["zkctl", "multi", "--file", "-"]).unwrap(), Some(Command::Multi { .. })));
+        assert!(matches!(
+            parse(&["zkctl", "check", "-v", "-1", "/a"]).unwrap(),
+            Some(Command::Check { version: -1, .. })
+        ));
     }
 }

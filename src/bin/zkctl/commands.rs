@@ -1,15 +1,15 @@
 //! What each zkctl subcommand does with a connected client.
 
-use super::output::{data_json, stat_json, Exit, Printer};
+use super::output::{data_json, stat_json, watched_line, Encoding, Exit, Printer};
 use futures::stream::{self, StreamExt};
 use serde_json::json;
 use std::collections::VecDeque;
 use zabkeeper::acl::Acl;
 use zabkeeper::client::acl_spec::parse_acl;
-use zabkeeper::client::{Client, ClientError, WatchedEvent};
+use zabkeeper::client::{Client, ClientError, ConnectionState, OneshotWatcher, WatchedEvent};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::tree::stat::CreateMode;
-use zabkeeper::tree::watch::AddWatchMode;
+use zabkeeper::tree::watch::{AddWatchMode, WatcherType};
 
 /// Requests kept in flight by the tree walks (the session answers them in order).
 const PIPELINE: usize = 64;
@@ -72,13 +72,14 @@ pub async fn create(
     Ok(Exit::Ok)
 }
 
-/// `get`: prints the data (and Stat), then with `watch` waits for the event.
+/// `get`: prints the data (and Stat), then with `watch` the watch's event.
 pub async fn get(
     client: &Client,
     out: &Printer,
     path: &str,
     with_stat: bool,
     watch: bool,
+    encoding: Encoding,
 ) -> Result<Exit, ClientError> {
     let (data, stat, watcher) = if watch {
         let (data, stat, watcher) = client.get_data_and_watch(path).await?;
@@ -88,18 +89,39 @@ pub async fn get(
         (data, stat, None)
     };
     if out.json {
-        let mut doc = data_json(&data);
+        let mut doc = data_json(&data, encoding);
         if with_stat {
             doc["stat"] = stat_json(&stat);
         }
         out.doc(doc);
     } else {
-        out.raw(&data);
+        out.data(&data, encoding);
         if with_stat {
             out.stat(&stat);
         }
     }
-    let Some(watcher) = watcher else { return Ok(Exit::Ok) };
+    match watcher {
+        Some(watcher) => watched(out, watcher).await,
+        None => Ok(Exit::Ok),
+    }
+}
+
+/// The event of a one-shot watch just left. A one-shot command waits for it
+/// and prints it (Ctrl-C ends the wait). The shell, like zkCli, gives the
+/// prompt back at once and prints the event when it fires, so a watch can
+/// be left while other commands run (and `removewatches` tried).
+async fn watched(out: &Printer, watcher: OneshotWatcher) -> Result<Exit, ClientError> {
+    if let Some(events) = &out.events {
+        let (events, json) = (events.clone(), out.json);
+        tokio::spawn(async move {
+            let event = watcher.await;
+            // The shell closing its own session (quit, connect) is no news.
+            if event != WatchedEvent::State(ConnectionState::Closed) {
+                events.show(watched_line(&event, json));
+            }
+        });
+        return Ok(Exit::Ok);
+    }
     tokio::select! {
         event = watcher => match event {
             WatchedEvent::State(state) if state.is_terminal() => Ok(out.session_over(state)),
@@ -116,6 +138,45 @@ pub async fn get(
 pub async fn set(client: &Client, out: &Printer, path: &str, data: &[u8], version: i32) -> Result<Exit, ClientError> {
     let stat = client.set_data(path, data, version).await?;
     out.stat(&stat);
+    Ok(Exit::Ok)
+}
+
+/// `check`: succeeds only if the node exists with the version (-1: any).
+pub async fn check(client: &Client, out: &Printer, path: &str, version: i32) -> Result<Exit, ClientError> {
+    client.check(path, version).await?;
+    if out.json {
+        out.doc(json!({ "checked": path, "version": version }));
+    }
+    Ok(Exit::Ok)
+}
+
+/// `removewatches`: removes this session's watches of a kind on a path.
+pub async fn remove_watches(
+    client: &Client,
+    out: &Printer,
+    path: &str,
+    kind: WatcherType,
+) -> Result<Exit, ClientError> {
+    let name = match kind {
+        WatcherType::Children => "child",
+        WatcherType::Data => "data",
+        _ => "any",
+    };
+    match client.remove_watches(path, kind).await {
+        Ok(()) => {}
+        // The server's NoWatcher names no kind; say which was asked for.
+        Err(ClientError::Server(mut e)) if e.code == ErrorCode::NoWatcher && e.reason.is_empty() => {
+            e.reason = match kind {
+                WatcherType::Any => "this session has no watch on the node".into(),
+                _ => format!("this session has no {name} watch on the node"),
+            };
+            return Err(ClientError::Server(e));
+        }
+        Err(e) => return Err(e),
+    }
+    if out.json {
+        out.doc(json!({ "removed": path, "type": name }));
+    }
     Ok(Exit::Ok)
 }
 
@@ -192,21 +253,34 @@ pub async fn rm(
     Ok(Exit::Ok)
 }
 
-/// `ls`: children names (or with `recursive` every path below), then the Stat with `with_stat`.
-pub async fn ls(
-    client: &Client,
-    out: &Printer,
-    path: &str,
-    recursive: bool,
-    with_stat: bool,
-    max_nodes: usize,
-) -> Result<Exit, ClientError> {
-    let (names, stat) = if recursive {
-        let stat = if with_stat { client.exists(path).await? } else { None };
-        let mut all = subtree(client, path, max_nodes).await?;
+/// What `ls` lists and how.
+pub struct Listing {
+    /// Every path below, not only the children.
+    pub recursive: bool,
+    /// The node's Stat too.
+    pub with_stat: bool,
+    /// The most nodes a recursive listing walks.
+    pub max_nodes: usize,
+    /// Leave a child watch and print its event.
+    pub watch: bool,
+}
+
+/// `ls`: children names (or every path below), the Stat if asked, then the watch's event.
+pub async fn ls(client: &Client, out: &Printer, path: &str, how: Listing) -> Result<Exit, ClientError> {
+    let mut watcher = None;
+    let (names, stat) = if how.recursive {
+        let stat = if how.with_stat { client.exists(path).await? } else { None };
+        let mut all = subtree(client, path, how.max_nodes).await?;
         all.remove(0);
         (all, stat)
-    } else if with_stat {
+    } else if how.watch {
+        let (children, child_watch) = client.get_children_and_watch(path).await?;
+        watcher = Some(child_watch);
+        // A watching getChildren carries no Stat; the one read after it may
+        // be a little newer than the list, which `-s` users accept.
+        let stat = if how.with_stat { client.exists(path).await? } else { None };
+        (children, stat)
+    } else if how.with_stat {
         let (children, stat) = client.get_children_with_stat(path).await?;
         (children, Some(stat))
     } else {
@@ -226,7 +300,10 @@ pub async fn ls(
             out.stat(stat);
         }
     }
-    Ok(Exit::Ok)
+    match watcher {
+        Some(watcher) => watched(out, watcher).await,
+        None => Ok(Exit::Ok),
+    }
 }
 
 /// `stat`.

@@ -112,13 +112,73 @@ pub fn stat_json(s: &Stat) -> Value {
     })
 }
 
-/// Data as JSON: the text when it is UTF-8, and always base64.
-pub fn data_json(data: &[u8]) -> Value {
+/// How node data is shown: as it is, or encoded so any bytes survive a
+/// terminal, a pipe or a JSON string.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Encoding {
+    /// The bytes as they are (JSON: the text when it is UTF-8).
+    #[default]
+    Raw,
+    /// Lowercase hexadecimal, two digits a byte.
+    Hex,
+    /// Standard base64 with padding.
+    Base64,
+}
+
+impl Encoding {
+    /// The encoding `--hex` / `--base64` ask for (clap keeps them exclusive).
+    pub fn from_flags(hex: bool, base64: bool) -> Encoding {
+        match (hex, base64) {
+            (true, _) => Encoding::Hex,
+            (false, true) => Encoding::Base64,
+            (false, false) => Encoding::Raw,
+        }
+    }
+
+    /// The encoded text, or `None` for `Raw` (which is bytes, not text).
+    pub fn encode(self, data: &[u8]) -> Option<String> {
+        use base64::Engine;
+        match self {
+            Encoding::Raw => None,
+            Encoding::Hex => Some(hex(data)),
+            Encoding::Base64 => Some(base64::engine::general_purpose::STANDARD.encode(data)),
+        }
+    }
+
+    /// The name JSON output gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Encoding::Raw => "raw",
+            Encoding::Hex => "hex",
+            Encoding::Base64 => "base64",
+        }
+    }
+}
+
+/// Lowercase hex, two digits a byte (a dependency would be more than this).
+pub fn hex(data: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(data.len() * 2);
+    for byte in data {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
+}
+
+/// Data as JSON: the text when it is UTF-8, and always base64; with an
+/// encoding asked for, `data` holds the encoded text and `encoding` names it.
+pub fn data_json(data: &[u8], encoding: Encoding) -> Value {
     use base64::Engine;
-    json!({
+    let mut doc = json!({
         "data": std::str::from_utf8(data).ok(),
         "data_base64": base64::engine::general_purpose::STANDARD.encode(data),
-    })
+    });
+    if let Some(encoded) = encoding.encode(data) {
+        doc["data"] = Value::String(encoded);
+        doc["encoding"] = Value::String(encoding.name().to_string());
+    }
+    doc
 }
 
 /// An ACL entry as JSON.
@@ -136,10 +196,25 @@ pub fn event_text(e: &WatchEvent) -> String {
     format!("WatchedEvent state:SyncConnected type:{:?} path:{} zxid:{:#x}", e.event_type, e.path, e.zxid)
 }
 
+/// A watched event as one line: zkCli's text, or a JSON document.
+pub fn watched_line(event: &WatchedEvent, json: bool) -> String {
+    match (event, json) {
+        (WatchedEvent::Node(e), true) => event_json(e).to_string(),
+        (WatchedEvent::Node(e), false) => event_text(e),
+        (WatchedEvent::State(s), true) => json!({ "state": s.name() }).to_string(),
+        (WatchedEvent::State(s), false) => format!("WatchedEvent state:{} type:None path:null", s.name()),
+        (WatchedEvent::Overflowed, true) => json!({ "overflowed": true }).to_string(),
+        (WatchedEvent::Overflowed, false) => "WatchedEvent overflowed: events were lost, watch removed".to_string(),
+    }
+}
+
 /// Writes results in the chosen form.
 pub struct Printer {
     /// JSON lines instead of text.
     pub json: bool,
+    /// In the shell: where one-shot watch events go when they fire after
+    /// their command ended; `None` makes a watching command wait for its event.
+    pub events: Option<crate::events::LateEvents>,
 }
 
 impl Printer {
@@ -171,17 +246,15 @@ impl Printer {
 
     /// Prints a watched event (node event or state notice).
     pub fn watched(&self, event: &WatchedEvent) {
-        match (event, self.json) {
-            (WatchedEvent::Node(e), true) => self.doc(event_json(e)),
-            (WatchedEvent::Node(e), false) => self.line(&event_text(e)),
-            (WatchedEvent::State(s), true) => self.doc(json!({ "state": s.name() })),
-            (WatchedEvent::State(s), false) => {
-                self.line(&format!("WatchedEvent state:{} type:None path:null", s.name()))
-            }
-            (WatchedEvent::Overflowed, true) => self.doc(json!({ "overflowed": true })),
-            (WatchedEvent::Overflowed, false) => self.line("WatchedEvent overflowed: events were lost, watch removed"),
+        self.line(&watched_line(event, self.json));
+    }
+
+    /// Prints node data in the chosen encoding (raw bytes in text mode without one).
+    pub fn data(&self, data: &[u8], encoding: Encoding) {
+        match encoding.encode(data) {
+            Some(text) => self.line(&text),
+            None => self.raw(data),
         }
-        let _ = std::io::stdout().flush();
     }
 
     /// Prints ACL entries.
@@ -197,6 +270,12 @@ impl Printer {
 
     /// Reports an error on stderr and returns its exit code.
     pub fn fail(&self, e: &ClientError) -> Exit {
+        self.fail_in(e, "", Value::Null)
+    }
+
+    /// Reports an error and where it happened: text `Error: PLACE: error`,
+    /// JSON with `fields` (an object) added to the `error` document.
+    pub fn fail_in(&self, e: &ClientError, place: &str, fields: Value) -> Exit {
         let exit = exit_for(e);
         if self.json {
             let (code, name, path) = match e {
@@ -205,9 +284,16 @@ impl Printer {
                 }
                 other => (other.code().map(|c| c.code()), other.code().map(|c| c.name()), None),
             };
-            eprintln!("{}", json!({ "error": { "code": code, "name": name, "path": path, "message": e.to_string() } }));
-        } else {
+            let message = if place.is_empty() { e.to_string() } else { format!("{place}: {e}") };
+            let mut error = json!({ "code": code, "name": name, "path": path, "message": message });
+            if let (Value::Object(extra), Value::Object(into)) = (fields, &mut error) {
+                into.extend(extra);
+            }
+            eprintln!("{}", json!({ "error": error }));
+        } else if place.is_empty() {
             eprintln!("Error: {e}");
+        } else {
+            eprintln!("Error: {place}: {e}");
         }
         exit
     }
@@ -261,7 +347,22 @@ mod tests {
 
     #[test]
     fn data_is_shown_as_text_when_it_is_utf8_and_always_as_base64() {
-        assert_eq!(data_json(b"hi"), json!({ "data": "hi", "data_base64": "aGk=" }));
-        assert_eq!(data_json(&[0xff]), json!({ "data": null, "data_base64": "/w==" }));
+        assert_eq!(data_json(b"hi", Encoding::Raw), json!({ "data": "hi", "data_base64": "aGk=" }));
+        assert_eq!(data_json(&[0xff], Encoding::Raw), json!({ "data": null, "data_base64": "/w==" }));
+    }
+
+    #[test]
+    fn an_encoding_puts_the_encoded_bytes_in_data_and_names_itself() {
+        let bytes = [0u8, 0xff, b'a', 0x10];
+        assert_eq!(hex(&bytes), "00ff6110");
+        assert_eq!(Encoding::Hex.encode(&bytes).as_deref(), Some("00ff6110"));
+        assert_eq!(Encoding::Base64.encode(&bytes).as_deref(), Some("AP9hEA=="));
+        assert_eq!(Encoding::Raw.encode(&bytes), None);
+        assert_eq!(Encoding::from_flags(false, true), Encoding::Base64);
+        assert_eq!(
+            data_json(&bytes, Encoding::Hex),
+            json!({ "data": "00ff6110", "encoding": "hex", "data_base64": "AP9hEA==" })
+        );
+        assert_eq!(data_json(b"", Encoding::Base64)["data"], "");
     }
 }

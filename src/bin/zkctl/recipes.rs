@@ -2,7 +2,7 @@
 //! scripts, in the manner of `etcdctl lock` / `etcdctl elect`.
 
 use super::commands::interrupted;
-use super::output::{data_json, Exit, Printer};
+use super::output::{data_json, Encoding, Exit, Printer};
 use serde_json::json;
 use std::time::Duration;
 use zabkeeper::client::{Client, ClientError};
@@ -127,12 +127,12 @@ pub async fn elect(client: &Client, out: &Printer, path: &str, value: &[u8]) -> 
 }
 
 /// `elect --leader`: prints the current leader's value (`null` / "no leader" if none).
-pub async fn leader(client: &Client, out: &Printer, path: &str) -> Result<Exit, ClientError> {
+pub async fn leader(client: &Client, out: &Printer, path: &str, encoding: Encoding) -> Result<Exit, ClientError> {
     let leader = Election::new(client, path).leader().await.map_err(client_error)?;
     match (&leader, out.json) {
-        (Some(value), true) => out.doc(json!({ "leader": data_json(value) })),
+        (Some(value), true) => out.doc(json!({ "leader": data_json(value, encoding) })),
         (None, true) => out.doc(json!({ "leader": null })),
-        (Some(value), false) => out.raw(value),
+        (Some(value), false) => out.data(value, encoding),
         (None, false) => out.line("no leader"),
     }
     Ok(Exit::Ok)

@@ -4,15 +4,20 @@
 //! `$ZKCTL_HISTORY`, else `~/.zkctl_history`), and tab completion of
 //! commands and of paths (children read from the ensemble as you type).
 //! Every one-shot command works inside with the same flags, plus `connect
-//! SERVERS`, `help` and `quit`/`exit`.
+//! SERVERS`, `help` and `quit`/`exit`. One difference, as in zkCli: `get -w`
+//! and `ls -w` give the prompt back at once, and the watch's event is
+//! printed when it fires (see `events`). Data from stdin (`-`) is refused:
+//! stdin is the terminal; `--file` works.
 
+use crate::events::LateEvents;
 use crate::output::{Exit, Printer};
 use crate::Command;
 use clap::{CommandFactory, Parser, Subcommand};
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
+use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
-use rustyline::{Context, Editor, Helper, Highlighter, Hinter, Validator};
+use rustyline::{Context, Editor, Helper, Highlighter, Validator};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use zabkeeper::client::{Client, ClientOptions};
@@ -39,9 +44,11 @@ enum ShellCommand {
     Run(Command),
 }
 
-/// The shell's editor helper: completes commands and paths.
-#[derive(Helper, Hinter, Highlighter, Validator)]
+/// The shell's editor helper: completes commands and paths, and tells the
+/// late-event printer whether a line is being typed.
+#[derive(Helper, Highlighter, Validator)]
 struct Completions {
+    events: LateEvents,
     commands: Vec<String>,
     client: Arc<Mutex<Option<Client>>>,
     runtime: tokio::runtime::Handle,
@@ -79,6 +86,17 @@ impl Completer for Completions {
     }
 }
 
+impl Hinter for Completions {
+    type Hint = String;
+
+    /// Shows no hint; called on every edit of the line, which is how the
+    /// shell knows whether an event may be printed over the prompt.
+    fn hint(&self, line: &str, _pos: usize, _ctx: &Context<'_>) -> Option<String> {
+        self.events.typing(!line.is_empty());
+        None
+    }
+}
+
 fn history_file() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("ZKCTL_HISTORY") {
         return Some(PathBuf::from(path));
@@ -106,7 +124,7 @@ async fn connect(server: &str, options: &ClientOptions, out: &Printer) -> Option
 
 /// Runs the shell until quit or end of input; the exit status is the last
 /// command's.
-pub async fn run(mut server: String, options: ClientOptions, admin: crate::AdminTarget, out: Printer) -> Exit {
+pub async fn run(mut server: String, options: ClientOptions, admin: crate::AdminTarget, mut out: Printer) -> Exit {
     let shared = Arc::new(Mutex::new(connect(&server, &options, &out).await));
     let config = rustyline::Config::builder().auto_add_history(true).max_history_size(10_000).unwrap_or_default();
     let mut editor: Editor<Completions, FileHistory> = match Editor::with_config(config.build()) {
@@ -116,7 +134,10 @@ pub async fn run(mut server: String, options: ClientOptions, admin: crate::Admin
             return Exit::Usage;
         }
     };
+    let events = LateEvents::new();
+    out.events = Some(events.clone());
     editor.set_helper(Some(Completions {
+        events: events.clone(),
         commands: command_names(),
         client: shared.clone(),
         runtime: tokio::runtime::Handle::current(),
@@ -131,10 +152,12 @@ pub async fn run(mut server: String, options: ClientOptions, admin: crate::Admin
         let connected = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
         let prompt = format!("[zkctl: {server}{}] ", if connected { "" } else { " (not connected)" });
         let reading = editor.clone();
+        events.prompting(&prompt);
         let read = tokio::task::spawn_blocking(move || {
             reading.lock().unwrap_or_else(std::sync::PoisonError::into_inner).readline(&prompt)
         })
         .await;
+        events.busy();
         let line = match read {
             Ok(Ok(line)) => line,
             // Ctrl-C clears the line, as in zkCli.sh; Ctrl-D ends the shell.
