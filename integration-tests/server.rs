@@ -339,7 +339,7 @@ fn bad_config_fails_at_start_naming_the_key() {
     .unwrap();
     let (code, err) = start_failing(&path, "1");
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("server[0].peer_addr"), "{err}");
+    assert!(err.contains("server[id=1].peer_addr"), "{err}");
 }
 
 #[test]

@@ -4,7 +4,7 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use zabkeeper::config::{LogFormat, ServerConfig};
+use zabkeeper::config::{LogFormat, ServerConfig, Sources};
 use zabkeeper::server::serve::serve;
 use zabkeeper::storage::sled_store::SledStorage;
 
@@ -19,11 +19,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// The ensemble's TOML file (one file for every member).
-    #[arg(long)]
+    /// The ensemble's TOML file (one file for every member). Any key can be
+    /// overridden by ZABKEEPER_<KEY> (ZABKEEPER_SERVER_<ID>_<KEY> for a member's).
+    #[arg(long, env = "ZABKEEPER_CONFIG")]
     config: PathBuf,
-    /// This member's id in the file (may be omitted for a single-member file).
-    #[arg(long)]
+    /// This member's id in the file. Without it: the only member of a
+    /// single-member file, else the host name's StatefulSet ordinal plus one
+    /// (zk-0 is member 1).
+    #[arg(long, env = "ZABKEEPER_ID")]
     id: Option<u64>,
     /// Print the ensemble's connect strings (one line per protocol) and exit.
     #[arg(long)]
@@ -74,7 +77,7 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    let config = match ServerConfig::load(&args.config, args.id) {
+    let config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zabkeeper: {e}");
@@ -91,11 +94,13 @@ async fn main() -> ExitCode {
     if args.print_connect_strings {
         let join = |addrs: Vec<String>| addrs.join(",");
         println!("grpc: {}", join(config.members.iter().map(|m| m.grpc_addr.to_string()).collect()));
-        let zk: Vec<String> = config.members.iter().filter_map(|m| m.client_addr.map(|a| a.to_string())).collect();
+        let zk: Vec<String> =
+            config.members.iter().filter_map(|m| m.client_addr.as_ref().map(|a| a.to_string())).collect();
         if !zk.is_empty() {
             println!("zookeeper: {}", join(zk));
         }
-        let admin: Vec<String> = config.members.iter().filter_map(|m| m.admin_addr.map(|a| a.to_string())).collect();
+        let admin: Vec<String> =
+            config.members.iter().filter_map(|m| m.admin_addr.as_ref().map(|a| a.to_string())).collect();
         if !admin.is_empty() {
             println!("admin: {}", join(admin));
         }

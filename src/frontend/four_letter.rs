@@ -170,9 +170,9 @@ fn conf(handle: &Handle) -> String {
     let c = &handle.config;
     let me = c.me();
     let mut out = String::new();
-    if let Some(client) = me.client_addr {
+    if let Some(client) = &me.client_addr {
         let _ = writeln!(out, "clientPort={}", client.port());
-        let _ = writeln!(out, "clientPortAddress={}", client.ip());
+        let _ = writeln!(out, "clientPortAddress={}", client.host());
     }
     let _ = writeln!(out, "secureClientPort=-1");
     let _ = writeln!(out, "dataDir={}", me.data_dir.display());
@@ -190,8 +190,8 @@ fn conf(handle: &Handle) -> String {
     let _ = writeln!(out, "jute.maxbuffer={}", c.max_data_bytes);
     let _ = writeln!(out, "membership: ");
     for m in &c.members {
-        let client = m.client_addr.map_or(String::new(), |a| format!(";{a}"));
-        let _ = writeln!(out, "server.{}={}:{}:participant{client}", m.id, m.peer_addr.ip(), m.peer_addr.port());
+        let client = m.client_addr.as_ref().map_or(String::new(), |a| format!(";{a}"));
+        let _ = writeln!(out, "server.{}={}:{}:participant{client}", m.id, m.peer_addr.host(), m.peer_addr.port());
     }
     out
 }

@@ -98,8 +98,10 @@ fn filter_of(path_prefix: String, session: Option<i64>, kind: String) -> Result<
     })
 }
 
-async fn reachable(addr: std::net::SocketAddr) -> bool {
-    matches!(tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await, Ok(Ok(_)))
+/// Whether `addr` accepts a TCP connection now (a name is resolved afresh).
+async fn reachable(addr: &crate::config::HostPort) -> bool {
+    let connect = tokio::net::TcpStream::connect((addr.host(), addr.port()));
+    matches!(tokio::time::timeout(PROBE_TIMEOUT, connect).await, Ok(Ok(_)))
 }
 
 type Sent<T> = Result<Response<ReceiverStream<Result<T, Status>>>, Status>;
@@ -115,13 +117,13 @@ impl pb::admin_server::Admin for AdminService {
         let config = &self.handle.config;
         let probes = config.members.iter().map(|m| async move {
             let is_self = m.id == config.id;
-            let reachable = is_self || reachable(m.peer_addr).await;
+            let reachable = is_self || reachable(&m.peer_addr).await;
             pb::MemberInfo {
                 id: m.id,
                 peer_addr: m.peer_addr.to_string(),
                 grpc_addr: m.grpc_addr.to_string(),
-                client_addr: m.client_addr.map(|a| a.to_string()).unwrap_or_default(),
-                admin_addr: m.admin_addr.map(|a| a.to_string()).unwrap_or_default(),
+                client_addr: m.client_addr.as_ref().map(|a| a.to_string()).unwrap_or_default(),
+                admin_addr: m.admin_addr.as_ref().map(|a| a.to_string()).unwrap_or_default(),
                 reachable,
                 is_self,
             }

@@ -16,13 +16,13 @@
 //! from a non-member, or one that does not decode, closes that stream only.
 
 use super::peer_convert::{self, follower_from_pb, notification_from_pb, LeaderStreamDecoder};
+use crate::config::HostPort;
 use crate::handle::Handle;
 use crate::ids::ServerId;
 use crate::proto::peer as pb;
 use crate::replica::Input;
 use crate::zab::{Message, Role, Status};
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +34,7 @@ use tonic::{Request, Response, Streaming};
 
 /// Both halves of this member's links: the sending side for the owner task,
 /// the gRPC service for other members to call.
-pub fn links(id: ServerId, addrs: HashMap<ServerId, SocketAddr>, handle: Handle) -> (Transport, PeerService) {
+pub fn links(id: ServerId, addrs: HashMap<ServerId, HostPort>, handle: Handle) -> (Transport, PeerService) {
     let inbound = Inbound::default();
     let members: HashSet<ServerId> = addrs.keys().copied().collect();
     let service = PeerService {
@@ -72,14 +72,14 @@ struct FollowStream {
 /// The sending side of replica-to-replica traffic.
 pub struct Transport {
     id: ServerId,
-    addrs: HashMap<ServerId, SocketAddr>,
+    addrs: HashMap<ServerId, HostPort>,
     handle: Handle,
     notifiers: HashMap<ServerId, mpsc::Sender<pb::Notification>>,
     follow: Option<FollowStream>,
     inbound: Inbound,
 }
 
-fn endpoint(addr: SocketAddr) -> Endpoint {
+fn endpoint(addr: &HostPort) -> Endpoint {
     Endpoint::from_shared(format!("http://{addr}"))
         .expect("a socket address forms a valid URI")
         .connect_timeout(Duration::from_millis(500))
@@ -129,10 +129,10 @@ impl Transport {
     }
 
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
-        let Some(&addr) = self.addrs.get(&to) else { return };
+        let Some(addr) = self.addrs.get(&to) else { return };
         let tx = self.notifiers.entry(to).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(64);
-            tokio::spawn(notifier(addr, rx));
+            tokio::spawn(notifier(addr.clone(), rx));
             tx
         });
         let _ = tx.try_send(n);
@@ -151,7 +151,7 @@ impl Transport {
             if let Some(old) = self.follow.take() {
                 old.task.abort();
             }
-            let Some(&addr) = self.addrs.get(&to) else { return };
+            let Some(addr) = self.addrs.get(&to).cloned() else { return };
             let (tx, rx) = mpsc::channel(QUEUE);
             let task = tokio::spawn(follow(to, addr, rx, self.handle.clone()));
             self.follow = Some(FollowStream { leader: to, tx, task });
@@ -183,8 +183,8 @@ impl Transport {
     }
 }
 
-async fn notifier(addr: SocketAddr, mut rx: mpsc::Receiver<pb::Notification>) {
-    let channel = endpoint(addr).timeout(Duration::from_secs(1)).connect_lazy();
+async fn notifier(addr: HostPort, mut rx: mpsc::Receiver<pb::Notification>) {
+    let channel = endpoint(&addr).timeout(Duration::from_secs(1)).connect_lazy();
     let mut client = pb::peer_client::PeerClient::new(channel);
     while let Some(mut n) = rx.recv().await {
         // Only our latest state matters.
@@ -195,9 +195,9 @@ async fn notifier(addr: SocketAddr, mut rx: mpsc::Receiver<pb::Notification>) {
     }
 }
 
-async fn follow(leader: ServerId, addr: SocketAddr, rx: mpsc::Receiver<pb::FollowerMessage>, handle: Handle) {
+async fn follow(leader: ServerId, addr: HostPort, rx: mpsc::Receiver<pb::FollowerMessage>, handle: Handle) {
     let outcome: Result<(), String> = async {
-        let channel = endpoint(addr).connect().await.map_err(|e| e.to_string())?;
+        let channel = endpoint(&addr).connect().await.map_err(|e| e.to_string())?;
         let mut client = pb::peer_client::PeerClient::new(channel)
             .max_decoding_message_size(MAX_PEER_MESSAGE)
             .max_encoding_message_size(MAX_PEER_MESSAGE);

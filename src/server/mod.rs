@@ -47,7 +47,7 @@ pub enum ServerError {
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
         /// The address.
-        addr: std::net::SocketAddr,
+        addr: crate::config::HostPort,
         /// Which port.
         what: &'static str,
         /// The OS error.
@@ -107,7 +107,7 @@ pub fn start(
     }
     let (events_tx, events_rx) = mpsc::channel(INBOX);
 
-    let addrs = config.members.iter().map(|m| (m.id, m.peer_addr)).collect();
+    let addrs = config.members.iter().map(|m| (m.id, m.peer_addr.clone())).collect();
     let id = config.id;
     let config = Arc::new(config);
     let (applied_tx, applied_rx) = watch::channel(replica.tree().last_zxid());

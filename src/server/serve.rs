@@ -2,7 +2,7 @@
 //! until a shutdown signal; then a clean stop (clients told, log flushed).
 
 use super::{start, ServerError};
-use crate::config::ServerConfig;
+use crate::config::{HostPort, ServerConfig};
 use crate::frontend::limits::{limited_incoming, ConnectionLimits};
 use crate::proto::{
     admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
@@ -18,8 +18,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::transport::server::TcpIncoming;
 
-async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServerError> {
-    TcpListener::bind(addr).await.map_err(|source| ServerError::Bind { addr, what, source })
+/// Binds `addr`; a host name binds the first address it resolves to.
+async fn bind(addr: &HostPort, what: &'static str) -> Result<TcpListener, ServerError> {
+    let error = |source| ServerError::Bind { addr: addr.clone(), what, source };
+    TcpListener::bind((addr.host(), addr.port())).await.map_err(error)
 }
 
 /// The connections a listener accepts, with `TCP_NODELAY` set on each.
@@ -57,28 +59,28 @@ pub async fn serve(
 ) -> Result<(), ServerError> {
     let me = config.me().clone();
     // Bind everything first so a busy port fails fast with a clear message.
-    let peer_listener = bind(me.peer_addr, "peer_addr").await?;
-    let grpc_listener = bind(me.grpc_addr, "grpc_addr").await?;
-    let admin_listener = match me.admin_addr {
+    let peer_listener = bind(&me.bind.peer, "peer_addr").await?;
+    let grpc_listener = bind(&me.bind.grpc, "grpc_addr").await?;
+    let admin_listener = match &me.bind.admin {
         Some(addr) => Some(bind(addr, "admin_addr").await?),
         None => None,
     };
-    let client_listener = match me.client_addr {
+    let client_listener = match &me.bind.client {
         Some(addr) => Some(bind(addr, "client_addr").await?),
         None => None,
     };
-    let metrics_listener = match me.metrics_addr {
+    let metrics_listener = match &me.bind.metrics {
         Some(addr) => Some(bind(addr, "metrics_addr").await?),
         None => None,
     };
     let bound = Bound {
         peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: me.peer_addr,
+            addr: me.bind.peer.clone(),
             what: "peer_addr",
             source,
         })?,
         grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: me.grpc_addr,
+            addr: me.bind.grpc.clone(),
             what: "grpc_addr",
             source,
         })?,

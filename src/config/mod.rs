@@ -1,11 +1,17 @@
 //! The ensemble configuration: one TOML file describes the whole ensemble and
-//! each member picks itself with `--id` (ZooKeeper's zoo.cfg plus myid, in one
-//! place). Every key is checked at start; a bad value fails with a message
-//! naming the key.
+//! each member picks itself with `--id`, `ZABKEEPER_ID` or its host name's
+//! StatefulSet ordinal (ZooKeeper's zoo.cfg plus myid, in one place). Any key
+//! can be overridden from the environment ([`overrides`]). Every key is
+//! checked at start; a bad value fails with a message naming the key and the
+//! member.
+
+pub mod address;
+mod overrides;
+
+pub use address::HostPort;
 
 use crate::ids::ServerId;
 use serde::Deserialize;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// What is wrong with a config file.
@@ -75,6 +81,7 @@ struct FileConfig {
     max_multi_ops: Option<usize>,
     max_streams_per_grpc_connection: Option<u32>,
     super_digest: Option<String>,
+    bind_host: Option<String>,
     #[serde(default)]
     server: Vec<FileMember>,
 }
@@ -88,6 +95,11 @@ struct FileMember {
     client_addr: Option<String>,
     admin_addr: Option<String>,
     metrics_addr: Option<String>,
+    peer_bind: Option<String>,
+    grpc_bind: Option<String>,
+    client_bind: Option<String>,
+    admin_bind: Option<String>,
+    metrics_bind: Option<String>,
     data_dir: Option<String>,
 }
 
@@ -96,18 +108,56 @@ struct FileMember {
 pub struct Member {
     /// Its id (1..=254, as ZooKeeper requires when TTL nodes are enabled).
     pub id: ServerId,
-    /// Replica-to-replica gRPC (Zab).
-    pub peer_addr: SocketAddr,
-    /// The gRPC client session API.
-    pub grpc_addr: SocketAddr,
-    /// The ZooKeeper wire protocol port, if served.
-    pub client_addr: Option<SocketAddr>,
-    /// The admin gRPC API, if served.
-    pub admin_addr: Option<SocketAddr>,
+    /// Replica-to-replica gRPC (Zab), as peers reach it.
+    pub peer_addr: HostPort,
+    /// The gRPC client session API, as clients reach it.
+    pub grpc_addr: HostPort,
+    /// The ZooKeeper wire protocol port, if served, as clients reach it.
+    pub client_addr: Option<HostPort>,
+    /// The admin gRPC API, if served, as operators reach it.
+    pub admin_addr: Option<HostPort>,
     /// Prometheus metrics over HTTP (`/metrics`), if served.
-    pub metrics_addr: Option<SocketAddr>,
+    pub metrics_addr: Option<HostPort>,
+    /// Where each of those listens, when not where it is reached (behind
+    /// NAT, in a container, on `0.0.0.0`).
+    pub bind: Binds,
     /// Where its log and snapshots live.
     pub data_dir: PathBuf,
+}
+
+/// The addresses a member's listeners bind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Binds {
+    /// The peer listener.
+    pub peer: HostPort,
+    /// The gRPC client listener.
+    pub grpc: HostPort,
+    /// The ZooKeeper-protocol listener.
+    pub client: Option<HostPort>,
+    /// The admin listener (loopback unless `admin_allow_remote`).
+    pub admin: Option<HostPort>,
+    /// The metrics listener.
+    pub metrics: Option<HostPort>,
+}
+
+/// Where a config's member id and overrides come from besides the file.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// `--id` or `ZABKEEPER_ID`.
+    pub id: Option<ServerId>,
+    /// This machine's host name, whose StatefulSet ordinal (`zk-2`) names
+    /// the member when no id is given.
+    pub hostname: Option<String>,
+    /// The environment, for `ZABKEEPER_*` overrides.
+    pub env: Vec<(String, String)>,
+}
+
+impl Sources {
+    /// The process's own: its host name and environment, and `id`.
+    pub fn of_process(id: Option<ServerId>) -> Sources {
+        let hostname = rustix::system::uname().nodename().to_str().ok().map(str::to_string);
+        Sources { id, hostname, env: std::env::vars().collect() }
+    }
 }
 
 /// A validated configuration for one member.
@@ -220,25 +270,98 @@ impl std::str::FromStr for LogFormat {
 pub const KNOWN_FOUR_LETTER_WORDS: [&str; 10] =
     ["ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "dump", "isro"];
 
-fn parse_addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
-    value.parse().map_err(|e| invalid(key, format!("{value:?} is not an ip:port address ({e})")))
+fn parse_addr(key: &str, value: &str) -> Result<HostPort, ConfigError> {
+    HostPort::parse(value).map_err(|e| invalid(key, format!("{value:?}: {e}")))
+}
+
+/// Members on one machine (the same peer host) must not share a port. Members
+/// on different machines may: each may keep its admin API on 127.0.0.1:4181.
+fn check_distinct_ports(members: &[Member]) -> Result<(), ConfigError> {
+    let mut seen: Vec<(&str, &HostPort, ServerId)> = Vec::new();
+    for m in members {
+        let machine = m.peer_addr.host();
+        let advertised = [Some(&m.peer_addr), Some(&m.grpc_addr), m.client_addr.as_ref(), m.admin_addr.as_ref()];
+        for addr in advertised.into_iter().chain([m.metrics_addr.as_ref()]).flatten() {
+            if addr.port() == 0 {
+                continue;
+            }
+            let clash = seen.iter().find(|(host, other, _)| *host == machine && *other == addr);
+            if let Some((_, _, other)) = clash {
+                return Err(invalid(
+                    format!("server[id={}]", m.id),
+                    format!("address {addr} is also used by server {other}"),
+                ));
+            }
+            seen.push((machine, addr, m.id));
+        }
+    }
+    Ok(())
+}
+
+/// The member this process is: the given id, the only member, or the one its
+/// host name's StatefulSet ordinal names.
+fn pick_member(members: &[Member], sources: &Sources) -> Result<ServerId, ConfigError> {
+    let ids = || members.iter().map(|m| m.id.to_string()).collect::<Vec<_>>().join(", ");
+    let (id, source) = match (sources.id, members) {
+        (Some(id), _) => (id, "--id"),
+        (None, [only]) => (only.id, "the only [[server]]"),
+        (None, _) => match sources.hostname.as_deref().and_then(|h| Some((h, address::id_from_hostname(h)?))) {
+            Some((host, id)) => {
+                if !members.iter().any(|m| m.id == id) {
+                    return Err(invalid(
+                        "--id",
+                        format!("the host name {host:?} names member {id} (its ordinal plus one), but the file's ids are {}; pick one with --id or ZABKEEPER_ID", ids()),
+                    ));
+                }
+                (id, "host name")
+            }
+            None => {
+                return Err(invalid(
+                    "--id",
+                    format!(
+                        "the file describes {} servers: pick one with --id or ZABKEEPER_ID, or run on a host named as a StatefulSet's pods are (zk-0 is member 1)",
+                        members.len()
+                    ),
+                ))
+            }
+        },
+    };
+    if !members.iter().any(|m| m.id == id) {
+        return Err(invalid(source, format!("no [[server]] with id {id} (ids: {})", ids())));
+    }
+    Ok(id)
 }
 
 impl ServerConfig {
-    /// Reads `path` and selects member `id` (may be omitted for a single-member file).
-    pub fn load(path: &Path, id: Option<ServerId>) -> Result<ServerConfig, ConfigError> {
+    /// Reads `path` and selects the member `sources` name, with the
+    /// overrides of `sources`' environment.
+    pub fn load(path: &Path, sources: &Sources) -> Result<ServerConfig, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        ServerConfig::parse(&text, id).map_err(|e| match e {
+        ServerConfig::parse_with(&text, sources).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
             other => other,
         })
     }
 
-    /// Parses and validates a config text.
+    /// Parses and validates a config text for member `id` (may be omitted
+    /// for a single-member file), without environment overrides.
     pub fn parse(text: &str, id: Option<ServerId>) -> Result<ServerConfig, ConfigError> {
-        let file: FileConfig =
-            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string() })?;
+        ServerConfig::parse_with(text, &Sources { id, ..Sources::default() })
+    }
+
+    /// Parses and validates a config text with `sources`.
+    pub fn parse_with(text: &str, sources: &Sources) -> Result<ServerConfig, ConfigError> {
+        let parse_error = |message: String| ConfigError::Parse { path: PathBuf::new(), message };
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(e.to_string()))?;
+        let overridden = overrides::apply(&mut table, &sources.env)?;
+        let file = FileConfig::deserialize(table).map_err(|e| {
+            let mut message = e.to_string();
+            if !overridden.is_empty() {
+                message = format!("{message} (with overrides from {})", overridden.join(", "));
+            }
+            parse_error(message)
+        })?;
         let tick_ms = file.tick_ms.unwrap_or(50);
         if !(1..=60_000).contains(&tick_ms) {
             return Err(invalid("tick_ms", format!("must be within 1..=60000, got {tick_ms}")));
@@ -369,12 +492,16 @@ impl ServerConfig {
         if file.server.is_empty() {
             return Err(invalid("server", "at least one [[server]] entry is required"));
         }
+        let bind_host = match &file.bind_host {
+            Some(host) => Some(parse_addr("bind_host", &format!("{host}:0"))?),
+            None => None,
+        };
         let mut members = Vec::new();
         for (i, m) in file.server.iter().enumerate() {
-            let key = |field: &str| format!("server[{i}].{field}");
             if !(1..=254).contains(&m.id) {
-                return Err(invalid(key("id"), format!("must be within 1..=254, got {}", m.id)));
+                return Err(invalid(format!("server[{i}].id"), format!("must be within 1..=254, got {}", m.id)));
             }
+            let key = |field: &str| format!("server[id={}].{field}", m.id);
             let data_dir = match (&m.data_dir, &file.data_dir) {
                 (Some(dir), _) => dir.clone(),
                 (None, Some(pattern)) => pattern.replace("{id}", &m.id.to_string()),
@@ -382,19 +509,46 @@ impl ServerConfig {
                     return Err(invalid(key("data_dir"), "no data_dir for this server and no top-level data_dir"))
                 }
             };
-            members.push(Member {
-                id: m.id,
-                peer_addr: parse_addr(&key("peer_addr"), &m.peer_addr)?,
-                grpc_addr: parse_addr(&key("grpc_addr"), &m.grpc_addr)?,
-                client_addr: m.client_addr.as_deref().map(|a| parse_addr(&key("client_addr"), a)).transpose()?,
-                admin_addr: m.admin_addr.as_deref().map(|a| parse_addr(&key("admin_addr"), a)).transpose()?,
-                metrics_addr: m.metrics_addr.as_deref().map(|a| parse_addr(&key("metrics_addr"), a)).transpose()?,
-                data_dir: PathBuf::from(data_dir),
-            });
-            if let Some(addr) = members.last().and_then(|m| m.admin_addr) {
-                if !addr.ip().is_loopback() && !admin_allow_remote {
+            let optional =
+                |field: &str, value: &Option<String>| value.as_deref().map(|a| parse_addr(&key(field), a)).transpose();
+            let peer_addr = parse_addr(&key("peer_addr"), &m.peer_addr)?;
+            let grpc_addr = parse_addr(&key("grpc_addr"), &m.grpc_addr)?;
+            let client_addr = optional("client_addr", &m.client_addr)?;
+            let admin_addr = optional("admin_addr", &m.admin_addr)?;
+            let metrics_addr = optional("metrics_addr", &m.metrics_addr)?;
+            // An explicit `*_bind` wins; else `bind_host` at the advertised
+            // port (never for the admin API, which stays where it is put);
+            // else the advertised address itself.
+            let bind = |field: &str, explicit: &Option<String>, advertised: &HostPort, shared: bool| {
+                Ok::<_, ConfigError>(match optional(field, explicit)? {
+                    Some(addr) => addr,
+                    None => match (&bind_host, shared) {
+                        (Some(host), true) => host.with_port(advertised.port()),
+                        _ => advertised.clone(),
+                    },
+                })
+            };
+            let bind_optional =
+                |field: &str, explicit: &Option<String>, advertised: &Option<HostPort>, shared| match advertised {
+                    Some(advertised) => bind(field, explicit, advertised, shared).map(Some),
+                    None if explicit.is_some() => {
+                        let addr = field.replace("_bind", "_addr");
+                        Err(invalid(key(field), format!("set only with {addr}, the address clients are given")))
+                    }
+                    None => Ok(None),
+                };
+            let binds = Binds {
+                peer: bind("peer_bind", &m.peer_bind, &peer_addr, true)?,
+                grpc: bind("grpc_bind", &m.grpc_bind, &grpc_addr, true)?,
+                client: bind_optional("client_bind", &m.client_bind, &client_addr, true)?,
+                admin: bind_optional("admin_bind", &m.admin_bind, &admin_addr, false)?,
+                metrics: bind_optional("metrics_bind", &m.metrics_bind, &metrics_addr, true)?,
+            };
+            if let Some(addr) = &binds.admin {
+                if !addr.is_loopback() && !admin_allow_remote {
+                    let field = if m.admin_bind.is_some() { "admin_bind" } else { "admin_addr" };
                     return Err(invalid(
-                        key("admin_addr"),
+                        key(field),
                         format!(
                             "{addr} is not a loopback address: the admin API can take snapshots and purge, so it \
                              stays on loopback unless `admin_allow_remote = true` (set `admin_token` too)"
@@ -402,6 +556,16 @@ impl ServerConfig {
                     ));
                 }
             }
+            members.push(Member {
+                id: m.id,
+                peer_addr,
+                grpc_addr,
+                client_addr,
+                admin_addr,
+                metrics_addr,
+                bind: binds,
+                data_dir: PathBuf::from(data_dir),
+            });
         }
         members.sort_by_key(|m| m.id);
         for pair in members.windows(2) {
@@ -409,35 +573,8 @@ impl ServerConfig {
                 return Err(invalid("server.id", format!("id {} appears twice", pair[0].id)));
             }
         }
-        let mut addrs: Vec<(SocketAddr, ServerId)> = Vec::new();
-        for m in &members {
-            for addr in [Some(m.peer_addr), Some(m.grpc_addr), m.client_addr, m.admin_addr, m.metrics_addr]
-                .into_iter()
-                .flatten()
-            {
-                if let Some((_, other)) = addrs.iter().find(|(a, _)| *a == addr && addr.port() != 0) {
-                    return Err(invalid(
-                        format!("server[id={}]", m.id),
-                        format!("address {addr} is also used by server {other}"),
-                    ));
-                }
-                addrs.push((addr, m.id));
-            }
-        }
-        let id = match id {
-            Some(id) => id,
-            None if members.len() == 1 => members[0].id,
-            None => {
-                return Err(invalid(
-                    "--id",
-                    format!("the file describes {} servers: pick one with --id", members.len()),
-                ))
-            }
-        };
-        if !members.iter().any(|m| m.id == id) {
-            let ids: Vec<String> = members.iter().map(|m| m.id.to_string()).collect();
-            return Err(invalid("--id", format!("no [[server]] with id {id} (ids: {})", ids.join(", "))));
-        }
+        check_distinct_ports(&members)?;
+        let id = pick_member(&members, sources)?;
         Ok(ServerConfig {
             id,
             members,
@@ -514,7 +651,7 @@ grpc_addr = "127.0.0.1:3183"
     fn errors_name_the_key() {
         assert!(err(THREE, None).contains("--id"));
         assert!(err(THREE, Some(9)).contains("no [[server]] with id 9"));
-        assert!(err(&THREE.replace("127.0.0.1:2882", "nowhere"), Some(1)).contains("server[1].peer_addr"));
+        assert!(err(&THREE.replace("127.0.0.1:2882", "nowhere"), Some(1)).contains("server[id=2].peer_addr"));
         assert!(err(&THREE.replace("tick_ms = 50", "tick_ms = 0"), Some(1)).contains("`tick_ms`"));
         assert!(err(&THREE.replace("tick_ms = 50", "tick_ms = \"fast\""), Some(1)).contains("tick_ms"));
         assert!(err(&THREE.replace("tick_ms = 50", "tik_ms = 50"), Some(1)).contains("tik_ms"));
@@ -530,7 +667,7 @@ grpc_addr = "127.0.0.1:3183"
     #[test]
     fn the_admin_port_stays_on_loopback_and_takes_a_token() {
         let remote = THREE.replace("client_addr = \"127.0.0.1:2181\"", "admin_addr = \"0.0.0.0:4181\"");
-        assert!(err(&remote, Some(1)).contains("server[0].admin_addr"));
+        assert!(err(&remote, Some(1)).contains("server[id=1].admin_addr"));
         let allowed = format!("admin_allow_remote = true\nadmin_token = \"s3cret\"\n{remote}");
         let c = ServerConfig::parse(&allowed, Some(1)).unwrap();
         assert_eq!(c.admin_token.as_deref(), Some("s3cret"));
@@ -560,6 +697,91 @@ grpc_addr = "127.0.0.1:3183"
         let c = ServerConfig::parse(&text, Some(1)).unwrap();
         assert_eq!(c.limits.max_connections_per_address, 0);
         assert!(c.super_digest.is_some());
+    }
+
+    /// One file for a StatefulSet: members by DNS name, every listener on
+    /// 0.0.0.0 but the admin API, which stays on each pod's loopback.
+    const PODS: &str = r#"
+data_dir = "/data"
+bind_host = "0.0.0.0"
+[[server]]
+id = 1
+peer_addr = "zk-0.zk-hs:2888"
+grpc_addr = "zk-0.zk-hs:3181"
+client_addr = "zk-0.zk-hs:2181"
+admin_addr = "127.0.0.1:4181"
+[[server]]
+id = 2
+peer_addr = "zk-1.zk-hs:2888"
+grpc_addr = "zk-1.zk-hs:3181"
+client_addr = "zk-1.zk-hs:2181"
+admin_addr = "127.0.0.1:4181"
+grpc_bind = "10.0.0.7:3999"
+[[server]]
+id = 3
+peer_addr = "zk-2.zk-hs:2888"
+grpc_addr = "zk-2.zk-hs:3181"
+admin_addr = "127.0.0.1:4181"
+"#;
+
+    fn sources(id: Option<ServerId>, hostname: Option<&str>, env: &[(&str, &str)]) -> Sources {
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Sources { id, hostname: hostname.map(str::to_string), env }
+    }
+
+    #[test]
+    fn host_names_are_advertised_and_bind_host_is_where_listeners_bind() {
+        let c = ServerConfig::parse(PODS, Some(2)).unwrap();
+        let me = c.me();
+        assert_eq!(me.peer_addr.to_string(), "zk-1.zk-hs:2888");
+        assert_eq!(me.bind.peer.to_string(), "0.0.0.0:2888");
+        assert_eq!(me.bind.grpc.to_string(), "10.0.0.7:3999", "an explicit *_bind wins");
+        assert_eq!(me.bind.client.as_ref().map(ToString::to_string).as_deref(), Some("0.0.0.0:2181"));
+        assert_eq!(me.bind.admin.as_ref().map(ToString::to_string).as_deref(), Some("127.0.0.1:4181"));
+        let three = ServerConfig::parse(PODS, Some(3)).unwrap();
+        assert_eq!(three.me().bind.client, None);
+        // Without bind_host, a listener binds where it is reached.
+        let local = ServerConfig::parse(THREE, Some(1)).unwrap();
+        assert_eq!(local.me().bind.peer, local.me().peer_addr);
+    }
+
+    #[test]
+    fn members_on_one_machine_must_not_share_a_port_but_members_apart_may() {
+        // Each pod keeps its admin API on its own 127.0.0.1:4181.
+        assert!(ServerConfig::parse(PODS, Some(1)).is_ok());
+        let clash = PODS.replace("zk-1.zk-hs:2888", "zk-0.zk-hs:2888");
+        assert!(err(&clash, Some(1)).contains("also used by server 1"));
+        let bad_bind = PODS.replace("grpc_bind = \"10.0.0.7:3999\"", "client_bind = \"nowhere\"");
+        assert!(err(&bad_bind, Some(1)).contains("server[id=2].client_bind"));
+        let orphan = PODS.replace("grpc_bind = \"10.0.0.7:3999\"", "metrics_bind = \"0.0.0.0:9181\"");
+        assert!(err(&orphan, Some(1)).contains("set only with metrics_addr"));
+        let remote_admin = PODS.replace("grpc_bind = \"10.0.0.7:3999\"", "admin_bind = \"0.0.0.0:4181\"");
+        assert!(err(&remote_admin, Some(1)).contains("server[id=2].admin_bind"));
+    }
+
+    #[test]
+    fn the_member_id_comes_from_the_flag_the_only_member_or_the_host_name() {
+        let pick = |id, host: Option<&str>| ServerConfig::parse_with(PODS, &sources(id, host, &[])).map(|c| c.id);
+        assert_eq!(pick(None, Some("zk-2")).unwrap(), 3);
+        assert_eq!(pick(None, Some("zk-0.zk-hs.default.svc.cluster.local")).unwrap(), 1);
+        assert_eq!(pick(Some(2), Some("zk-0")).unwrap(), 2, "--id wins over the host name");
+        let wrong = pick(None, Some("zk-7")).unwrap_err().to_string();
+        assert!(wrong.contains("\"zk-7\" names member 8") && wrong.contains("1, 2, 3"), "{wrong}");
+        let nameless = pick(None, Some("laptop")).unwrap_err().to_string();
+        assert!(nameless.contains("--id or ZABKEEPER_ID"), "{nameless}");
+    }
+
+    #[test]
+    fn environment_overrides_win_over_the_file_and_errors_name_them() {
+        let env = [("ZABKEEPER_TICK_MS", "20"), ("ZABKEEPER_SERVER_3_CLIENT_ADDR", "zk-2.zk-hs:2181")];
+        let c = ServerConfig::parse_with(PODS, &sources(Some(3), None, &env)).unwrap();
+        assert_eq!(c.tick_ms, 20);
+        assert_eq!(c.me().client_addr.as_ref().map(ToString::to_string).as_deref(), Some("zk-2.zk-hs:2181"));
+        let typo = ServerConfig::parse_with(PODS, &sources(Some(1), None, &[("ZABKEEPER_TIK_MS", "20")]));
+        let message = typo.unwrap_err().to_string();
+        assert!(message.contains("tik_ms") && message.contains("ZABKEEPER_TIK_MS"), "{message}");
+        let bad = ServerConfig::parse_with(PODS, &sources(Some(1), None, &[("ZABKEEPER_TICK_MS", "0")]));
+        assert!(bad.unwrap_err().to_string().contains("`tick_ms`"));
     }
 
     #[test]
