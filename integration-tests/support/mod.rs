@@ -82,6 +82,8 @@ pub struct Ensemble {
     pub members: Vec<Member>,
     /// The admin token, when the config sets one.
     pub admin_token: Option<String>,
+    /// TLS to the admin ports, when the config turns it on.
+    pub admin_tls: Option<zabkeeper::client::ClientTls>,
 }
 
 /// Settings the tests may change.
@@ -159,7 +161,7 @@ impl Ensemble {
         }
         let config = dir.path().join("ensemble.toml");
         std::fs::write(&config, toml).expect("write config");
-        Ensemble { dir, config, members, admin_token: settings.admin_token }
+        Ensemble { dir, config, members, admin_token: settings.admin_token, admin_tls: None }
     }
 
     /// Every member id.
@@ -194,6 +196,12 @@ impl Ensemble {
 
     /// Starts member `id` and waits for its "ready" line (bounded).
     pub fn spawn(&mut self, id: u64) {
+        self.spawn_with_env(id, &[]);
+    }
+
+    /// Starts member `id` with extra environment variables (`ZABKEEPER_*`
+    /// overrides) and waits for its "ready" line (bounded).
+    pub fn spawn_with_env(&mut self, id: u64, env: &[(&str, &str)]) {
         let config = self.config.clone();
         let log = self.dir.path().join(format!("zk{id}.log"));
         let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
@@ -204,6 +212,7 @@ impl Ensemble {
             .arg(id.to_string())
             // ZABKEEPER_TEST_LOG (e.g. "debug") lets a person investigating see more.
             .env("ZABKEEPER_LOG", std::env::var("ZABKEEPER_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
@@ -256,10 +265,13 @@ impl Ensemble {
     /// Asks one member for its status over the admin API.
     pub async fn status(&self, id: u64) -> Option<zabkeeper::proto::admin::StatusReply> {
         let addr = self.members[id as usize - 1].ports.admin;
-        let mut client = tokio::time::timeout(Duration::from_secs(2), AdminClient::connect(format!("http://{addr}")))
-            .await
-            .ok()?
-            .ok()?;
+        let scheme = if self.admin_tls.is_some() { "https" } else { "http" };
+        let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).ok()?;
+        if let Some(tls) = &self.admin_tls {
+            endpoint = endpoint.tls_config(tls.tonic_config()).ok()?;
+        }
+        let channel = tokio::time::timeout(Duration::from_secs(2), endpoint.connect()).await.ok()?.ok()?;
+        let mut client = AdminClient::new(channel);
         let mut request = tonic::Request::new(StatusRequest {});
         if let Some(token) = &self.admin_token {
             request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().ok()?);

@@ -39,7 +39,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use zabkeeper::client::acl_spec::parse_acl;
-use zabkeeper::client::{Client, ClientError, ClientOptions};
+use zabkeeper::client::{Client, ClientError, ClientOptions, ClientTls};
 use zabkeeper::tree::watch::WatcherType;
 
 /// Largest subtree `ls -R` and `rm -r` walk unless told otherwise.
@@ -79,6 +79,15 @@ struct Cli {
     /// Credentials added to the session before the subcommand: SCHEME:CREDENTIALS, e.g. digest:user:password.
     #[arg(long = "auth", global = true, value_name = "SCHEME:CREDENTIALS")]
     auth: Vec<String>,
+    /// Speak TLS to the servers' gRPC and admin ports, trusting the CA certificates in this PEM file.
+    #[arg(long, global = true, env = "ZKCTL_CACERT", value_name = "PEM")]
+    cacert: Option<PathBuf>,
+    /// This client's certificate (PEM), for servers that demand one (with --key and --cacert).
+    #[arg(long, global = true, env = "ZKCTL_CERT", value_name = "PEM", requires_all = ["key", "cacert"])]
+    cert: Option<PathBuf>,
+    /// The private key of --cert (PEM).
+    #[arg(long, global = true, env = "ZKCTL_KEY", value_name = "PEM", requires = "cert")]
+    key: Option<PathBuf>,
     #[command(flatten)]
     admin_options: admin::AdminOptions,
     /// Without one, an interactive shell (history, tab completion of commands and paths).
@@ -358,9 +367,17 @@ fn parse_auth(text: &str) -> Result<(String, Vec<u8>), String> {
     }
 }
 
-async fn run(cli: Cli) -> Exit {
+async fn run(mut cli: Cli) -> Exit {
     let out = Printer { json: cli.json, events: None };
     let timeout = Duration::from_millis(cli.timeout_ms);
+    let tls = match &cli.cacert {
+        Some(ca) => match ClientTls::from_files(ca, cli.cert.as_deref().zip(cli.key.as_deref())) {
+            Ok(tls) => Some(tls),
+            Err(e) => return out.usage(&e.to_string()),
+        },
+        None => None,
+    };
+    cli.admin_options.tls = tls.clone();
     let command = match cli.command {
         Some(Command::Admin(command)) => {
             return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
@@ -377,6 +394,9 @@ async fn run(cli: Cli) -> Exit {
             Ok((scheme, auth)) => options = options.with_auth(&scheme, &auth),
             Err(message) => return out.usage(&message),
         }
+    }
+    if let Some(tls) = tls {
+        options = options.with_tls(tls);
     }
     let Some(command) = command else {
         let admin = AdminTarget { address: cli.admin, options: cli.admin_options, timeout };

@@ -46,6 +46,8 @@ pub(crate) struct Settings {
     pub max_message_bytes: usize,
     /// Waits between reconnect rounds.
     pub backoff: Backoff,
+    /// TLS, when the servers speak it.
+    pub tls: Option<super::tls::ClientTls>,
 }
 
 /// What a request does to the client's own state once answered.

@@ -68,10 +68,17 @@ pub(super) async fn attempt(
             server: name.clone(),
             reason: error_chain(e),
         };
-        let endpoint = tonic::transport::Endpoint::from_shared(server.uri())
+        let uri = match &settings.tls {
+            Some(_) => format!("https://{server}"),
+            None => server.uri(),
+        };
+        let mut endpoint = tonic::transport::Endpoint::from_shared(uri)
             .map_err(|e| transport(&e))?
             .connect_timeout(timeout)
             .tcp_nodelay(true);
+        if let Some(tls) = &settings.tls {
+            endpoint = endpoint.tls_config(tls.tonic_config()).map_err(|e| transport(&e))?;
+        }
         let channel = endpoint.connect().await.map_err(|e| transport(&e))?;
         let mut grpc = pb::zab_keeper_client::ZabKeeperClient::new(channel)
             .max_decoding_message_size(settings.max_message_bytes)

@@ -43,6 +43,7 @@ mod response;
 pub mod state;
 #[cfg(test)]
 pub(crate) mod test_server;
+pub mod tls;
 mod watch_pb;
 pub mod watcher;
 
@@ -50,6 +51,7 @@ pub use connect_string::ServerAddr;
 pub use error::ClientError;
 pub use multi::{MultiOp, MultiResult, ReadOp, ReadResult};
 pub use state::{ConnectionState, StateStream};
+pub use tls::ClientTls;
 pub use watcher::{OneshotWatcher, PersistentWatcher, WatchedEvent};
 
 use crate::acl::{Acl, Id};
@@ -91,6 +93,8 @@ pub struct ClientOptions {
     pub backoff_min: Duration,
     /// Largest wait between rounds of reconnect attempts.
     pub backoff_max: Duration,
+    /// TLS to servers whose gRPC port speaks it (`[tls] grpc = true`); `None`: plain.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -105,6 +109,7 @@ impl Default for ClientOptions {
             max_message_bytes: 64 * 1024 * 1024,
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(1),
+            tls: None,
         }
     }
 }
@@ -131,6 +136,12 @@ impl ClientOptions {
     /// Adds credentials of any scheme.
     pub fn with_auth(mut self, scheme: &str, auth: &[u8]) -> ClientOptions {
         self.auth.push((scheme.to_string(), auth.to_vec()));
+        self
+    }
+
+    /// Speaks TLS to the servers' gRPC port.
+    pub fn with_tls(mut self, tls: ClientTls) -> ClientOptions {
+        self.tls = Some(tls);
         self
     }
 
@@ -224,6 +235,7 @@ impl Client {
             max_pending: options.max_pending,
             max_message_bytes: options.max_message_bytes,
             backoff: reconnect::Backoff { min: options.backoff_min, max: options.backoff_max },
+            tls: options.tls.clone(),
         };
         let handles = connection::open(hosts, settings).await?;
         let client = Client {

@@ -7,8 +7,10 @@
 
 pub mod address;
 mod overrides;
+mod tls;
 
 pub use address::HostPort;
+pub use tls::TlsConfig;
 
 use crate::ids::ServerId;
 use serde::Deserialize;
@@ -82,6 +84,7 @@ struct FileConfig {
     max_streams_per_grpc_connection: Option<u32>,
     super_digest: Option<String>,
     bind_host: Option<String>,
+    tls: Option<tls::FileTls>,
     #[serde(default)]
     server: Vec<FileMember>,
 }
@@ -95,6 +98,9 @@ struct FileMember {
     client_addr: Option<String>,
     admin_addr: Option<String>,
     metrics_addr: Option<String>,
+    secure_client_addr: Option<String>,
+    secure_client_bind: Option<String>,
+    peer_name: Option<String>,
     peer_bind: Option<String>,
     grpc_bind: Option<String>,
     client_bind: Option<String>,
@@ -118,11 +124,24 @@ pub struct Member {
     pub admin_addr: Option<HostPort>,
     /// Prometheus metrics over HTTP (`/metrics`), if served.
     pub metrics_addr: Option<HostPort>,
+    /// The ZooKeeper wire protocol over TLS (ZooKeeper's secureClientPort), if served.
+    pub secure_client_addr: Option<HostPort>,
+    /// The name its peer certificate must carry under `[tls] peer = true`,
+    /// when not the host of `peer_addr`.
+    pub peer_name: Option<String>,
     /// Where each of those listens, when not where it is reached (behind
     /// NAT, in a container, on `0.0.0.0`).
     pub bind: Binds,
     /// Where its log and snapshots live.
     pub data_dir: PathBuf,
+}
+
+impl Member {
+    /// The name this member's peer certificate must carry: `peer_name`,
+    /// else the host of `peer_addr`.
+    pub fn peer_name(&self) -> &str {
+        self.peer_name.as_deref().unwrap_or(self.peer_addr.host())
+    }
 }
 
 /// The addresses a member's listeners bind.
@@ -138,6 +157,8 @@ pub struct Binds {
     pub admin: Option<HostPort>,
     /// The metrics listener.
     pub metrics: Option<HostPort>,
+    /// The ZooKeeper-protocol TLS listener.
+    pub secure_client: Option<HostPort>,
 }
 
 /// Where a config's member id and overrides come from besides the file.
@@ -199,6 +220,8 @@ pub struct ServerConfig {
     /// `super:<base64 sha1>`: whoever authenticates with the matching digest
     /// credentials passes every ACL check (ZooKeeper's superDigest).
     pub super_digest: Option<String>,
+    /// TLS, when configured (`[tls]`), with this member's paths.
+    pub tls: Option<TlsConfig>,
 }
 
 /// What one client, one address or one session may hold. Each refusal is a
@@ -281,7 +304,8 @@ fn check_distinct_ports(members: &[Member]) -> Result<(), ConfigError> {
     for m in members {
         let machine = m.peer_addr.host();
         let advertised = [Some(&m.peer_addr), Some(&m.grpc_addr), m.client_addr.as_ref(), m.admin_addr.as_ref()];
-        for addr in advertised.into_iter().chain([m.metrics_addr.as_ref()]).flatten() {
+        let more = [m.metrics_addr.as_ref(), m.secure_client_addr.as_ref()];
+        for addr in advertised.into_iter().chain(more).flatten() {
             if addr.port() == 0 {
                 continue;
             }
@@ -516,6 +540,10 @@ impl ServerConfig {
             let client_addr = optional("client_addr", &m.client_addr)?;
             let admin_addr = optional("admin_addr", &m.admin_addr)?;
             let metrics_addr = optional("metrics_addr", &m.metrics_addr)?;
+            let secure_client_addr = optional("secure_client_addr", &m.secure_client_addr)?;
+            if secure_client_addr.is_some() && file.tls.is_none() {
+                return Err(invalid(key("secure_client_addr"), "needs a [tls] section with cert_file and key_file"));
+            }
             // An explicit `*_bind` wins; else `bind_host` at the advertised
             // port (never for the admin API, which stays where it is put);
             // else the advertised address itself.
@@ -543,6 +571,7 @@ impl ServerConfig {
                 client: bind_optional("client_bind", &m.client_bind, &client_addr, true)?,
                 admin: bind_optional("admin_bind", &m.admin_bind, &admin_addr, false)?,
                 metrics: bind_optional("metrics_bind", &m.metrics_bind, &metrics_addr, true)?,
+                secure_client: bind_optional("secure_client_bind", &m.secure_client_bind, &secure_client_addr, true)?,
             };
             if let Some(addr) = &binds.admin {
                 if !addr.is_loopback() && !admin_allow_remote {
@@ -563,6 +592,8 @@ impl ServerConfig {
                 client_addr,
                 admin_addr,
                 metrics_addr,
+                secure_client_addr,
+                peer_name: m.peer_name.clone(),
                 bind: binds,
                 data_dir: PathBuf::from(data_dir),
             });
@@ -575,6 +606,12 @@ impl ServerConfig {
         }
         check_distinct_ports(&members)?;
         let id = pick_member(&members, sources)?;
+        let tls = file.tls.as_ref().map(|t| t.resolve(id)).transpose()?;
+        if tls.as_ref().is_some_and(|t| t.peer) {
+            for m in &members {
+                tls::check_certificate_name(&format!("server[id={}].peer_name", m.id), m.peer_name())?;
+            }
+        }
         Ok(ServerConfig {
             id,
             members,
@@ -593,6 +630,7 @@ impl ServerConfig {
             log_level: file.log_level,
             limits,
             super_digest: file.super_digest,
+            tls,
         })
     }
 

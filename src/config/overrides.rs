@@ -3,8 +3,8 @@
 //! container maps, a token from a secret) comes from the environment.
 //!
 //! `ZABKEEPER_<KEY>` sets a top-level key, `ZABKEEPER_SERVER_<ID>_<KEY>`
-//! a key of the `[[server]]` with that id; the key is the variable's tail in
-//! lower case. A value is read as a TOML value when it is one (`100`,
+//! a key of the `[[server]]` with that id, `ZABKEEPER_TLS_<KEY>` a key of
+//! `[tls]`; the key is the variable's tail in lower case. A value is read as a TOML value when it is one (`100`,
 //! `true`, `["ruok", "srvr"]`, `"quoted"`) and as a string otherwise.
 
 use super::{invalid, ConfigError};
@@ -45,9 +45,19 @@ pub(super) fn apply(file: &mut Table, env: &[(String, String)]) -> Result<Vec<St
                     .ok_or_else(|| invalid(name, format!("no [[server]] with id {id} in the file")))?;
                 member.insert(key.to_ascii_lowercase(), value);
             }
+            None if tail.starts_with("TLS_") => {
+                let key = tail["TLS_".len()..].to_ascii_lowercase();
+                let section = file.entry("tls").or_insert_with(|| Value::Table(Table::new()));
+                let section =
+                    section.as_table_mut().ok_or_else(|| invalid(name, "`tls` in the file is not a [tls] section"))?;
+                section.insert(key, value);
+            }
             None => {
-                if tail == "SERVER" {
-                    return Err(invalid(name, "members are set one key at a time: ZABKEEPER_SERVER_<ID>_<KEY>"));
+                if tail == "SERVER" || tail == "TLS" {
+                    return Err(invalid(
+                        name,
+                        "sections are set one key at a time: ZABKEEPER_SERVER_<ID>_<KEY>, ZABKEEPER_TLS_<KEY>",
+                    ));
                 }
                 file.insert(tail.to_ascii_lowercase(), value);
             }
@@ -85,6 +95,8 @@ mod tests {
                 ("ZABKEEPER_DATA_DIR", "/data"),
                 ("ZABKEEPER_FOUR_LETTER_WORDS", "[\"ruok\"]"),
                 ("ZABKEEPER_SERVER_2_CLIENT_ADDR", "zk-1.zk-hs:2181"),
+                ("ZABKEEPER_TLS_CERT_FILE", "/tls/{id}.pem"),
+                ("ZABKEEPER_TLS_PEER", "true"),
                 ("ZABKEEPER_ID", "2"),
                 ("ZABKEEPER_LOG", "debug"),
                 ("ZABKEEPER_TEST_LOG", "debug"),
@@ -92,7 +104,9 @@ mod tests {
             ]),
         )
         .unwrap();
-        assert_eq!(applied.len(), 4);
+        assert_eq!(applied.len(), 6);
+        assert_eq!(f["tls"]["cert_file"].as_str(), Some("/tls/{id}.pem"));
+        assert_eq!(f["tls"]["peer"].as_bool(), Some(true));
         assert_eq!(f["tick_ms"].as_integer(), Some(100));
         assert_eq!(f["data_dir"].as_str(), Some("/data"));
         assert_eq!(f["four_letter_words"].as_array().map(Vec::len), Some(1));
@@ -106,5 +120,6 @@ mod tests {
         assert!(err(&[("ZABKEEPER_SERVER_9_CLIENT_ADDR", "x:1")]).contains("ZABKEEPER_SERVER_9_CLIENT_ADDR"));
         assert!(err(&[("ZABKEEPER_SERVER_X_CLIENT_ADDR", "x:1")]).contains("ZABKEEPER_SERVER_<ID>_<KEY>"));
         assert!(err(&[("ZABKEEPER_SERVER", "x")]).contains("one key at a time"));
+        assert!(err(&[("ZABKEEPER_TLS", "x")]).contains("ZABKEEPER_TLS_<KEY>"));
     }
 }

@@ -20,6 +20,7 @@ use crate::error::{ErrorCode, ZkError};
 use crate::handle::{stopped, Handle};
 use crate::op::OpLabel;
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
+use crate::server::tls::ServerTls;
 use crate::wire::codec::{self, Decoded};
 use crate::wire::four_letter::four_letter_word;
 use crate::wire::four_letter::FourLetterWord;
@@ -29,15 +30,21 @@ use crate::wire::records::{self, ConnectResponse};
 use bytes::{Buf, BytesMut};
 use futures::future::{FusedFuture, FutureExt};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-/// Accepts connections until `stop` turns true.
-pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receiver<bool>) -> Result<(), String> {
+/// Accepts connections until `stop` turns true; with `tls`, each speaks
+/// TLS (ZooKeeper's secureClientPort) and its handshake must finish within
+/// the connect deadline.
+pub async fn run(
+    listener: TcpListener,
+    handle: Handle,
+    mut stop: watch::Receiver<bool>,
+    tls: Option<Arc<ServerTls>>,
+) -> Result<(), String> {
     let limits = handle.config.limits;
     let slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
     let mut backoff = Duration::from_millis(10);
@@ -57,8 +64,23 @@ pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receive
                     };
                     let handle = handle.clone();
                     let stop = connection_stop.clone();
+                    let acceptor = tls.as_ref().map(|tls| tls.acceptor());
                     tokio::spawn(async move {
-                        serve(socket, peer, handle, stop).await;
+                        match acceptor {
+                            None => serve(socket, peer, handle, stop).await,
+                            Some(acceptor) => {
+                                let _ = socket.set_nodelay(true);
+                                let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
+                                match tokio::time::timeout(deadline, acceptor.accept(socket)).await {
+                                    Ok(Ok(stream)) => {
+                                        let (reader, writer) = tokio::io::split(stream);
+                                        serve_halves(reader, writer, peer, handle, stop).await;
+                                    }
+                                    Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
+                                    Err(_) => tracing::info!(%peer, ?deadline, "no TLS handshake in time; closing"),
+                                }
+                            }
+                        }
                         drop(permit);
                     });
                 }
@@ -74,9 +96,23 @@ pub async fn run(listener: TcpListener, handle: Handle, mut stop: watch::Receive
 }
 
 /// Serves one accepted socket until either side closes it.
-pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, mut stop: watch::Receiver<bool>) {
+pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, stop: watch::Receiver<bool>) {
     let _ = socket.set_nodelay(true);
-    let (mut reader, mut writer) = socket.into_split();
+    let (reader, writer) = socket.into_split();
+    serve_halves(reader, writer, peer, handle, stop).await;
+}
+
+/// Serves a connection's two halves (a plain socket's, or a TLS stream's).
+async fn serve_halves<R, W>(
+    mut reader: R,
+    mut writer: W,
+    peer: SocketAddr,
+    handle: Handle,
+    mut stop: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let max_frame = handle.config.limits.max_frame_bytes;
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
@@ -205,7 +241,7 @@ enum Opening {
 /// Reads the connect request (the first frame); None when the connection
 /// ends first or sends something that is not one.
 async fn read_connect(
-    reader: &mut OwnedReadHalf,
+    reader: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     max_frame: usize,
     peer: SocketAddr,
@@ -236,7 +272,7 @@ async fn read_connect(
 }
 
 /// Writes the replica's messages as frames, batching whatever is ready.
-async fn write_loop(mut socket: OwnedWriteHalf, mut outbox: Outbox, connect: records::ConnectRequest) {
+async fn write_loop(mut socket: impl AsyncWrite + Unpin, mut outbox: Outbox, connect: records::ConnectRequest) {
     let mut out = Vec::with_capacity(8 * 1024);
     while let Some(first) = outbox.recv().await {
         let mut close = encode(first, &mut out, &connect);

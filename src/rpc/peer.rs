@@ -14,6 +14,10 @@
 //! does. A broken stream is reported as `PeerDisconnected` at once, so a
 //! follower does not wait for a timeout to notice its leader died. A message
 //! from a non-member, or one that does not decode, closes that stream only.
+//!
+//! Under `[tls] peer = true` every link is mutual TLS ([`PeerTls`]): a
+//! caller whose certificate does not name the member its messages claim to
+//! come from is refused, and logged.
 
 use super::peer_convert::{self, follower_from_pb, notification_from_pb, LeaderStreamDecoder};
 use crate::config::HostPort;
@@ -21,7 +25,9 @@ use crate::handle::Handle;
 use crate::ids::ServerId;
 use crate::proto::peer as pb;
 use crate::replica::Input;
+use crate::server::tls::PeerTls;
 use crate::zab::{Message, Role, Status};
+use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,7 +40,13 @@ use tonic::{Request, Response, Streaming};
 
 /// Both halves of this member's links: the sending side for the owner task,
 /// the gRPC service for other members to call.
-pub fn links(id: ServerId, addrs: HashMap<ServerId, HostPort>, handle: Handle) -> (Transport, PeerService) {
+/// With `tls`, every link is mutual TLS.
+pub fn links(
+    id: ServerId,
+    addrs: HashMap<ServerId, HostPort>,
+    handle: Handle,
+    tls: Option<Arc<PeerTls>>,
+) -> (Transport, PeerService) {
     let inbound = Inbound::default();
     let members: HashSet<ServerId> = addrs.keys().copied().collect();
     let service = PeerService {
@@ -42,8 +54,9 @@ pub fn links(id: ServerId, addrs: HashMap<ServerId, HostPort>, handle: Handle) -
         inbound: inbound.clone(),
         members: Arc::new(members),
         next_stream: AtomicU64::new(1),
+        tls: tls.clone(),
     };
-    let transport = Transport { id, addrs, handle, notifiers: HashMap::new(), follow: None, inbound };
+    let transport = Transport { id, addrs, handle, notifiers: HashMap::new(), follow: None, inbound, tls };
     (transport, service)
 }
 
@@ -77,15 +90,23 @@ pub struct Transport {
     notifiers: HashMap<ServerId, mpsc::Sender<pb::Notification>>,
     follow: Option<FollowStream>,
     inbound: Inbound,
+    tls: Option<Arc<PeerTls>>,
 }
 
-fn endpoint(addr: &HostPort) -> Endpoint {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .expect("a socket address forms a valid URI")
+/// How to reach member `to` at `addr`: over TLS with `tls`, whose current
+/// certificates are read at each connect (a reload reaches new links).
+fn endpoint(to: ServerId, addr: &HostPort, tls: Option<&PeerTls>) -> Result<Endpoint, String> {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .map_err(|e| format!("{addr} does not form a URI: {e}"))?
         .connect_timeout(Duration::from_millis(500))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(5))
-        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_timeout(Duration::from_secs(5));
+    match tls {
+        Some(tls) => endpoint.tls_config(tls.dial(to)).map_err(|e| format!("TLS to member {to}: {e}")),
+        None => Ok(endpoint),
+    }
 }
 
 impl Transport {
@@ -130,9 +151,10 @@ impl Transport {
 
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
         let Some(addr) = self.addrs.get(&to) else { return };
+        let tls = self.tls.clone();
         let tx = self.notifiers.entry(to).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(64);
-            tokio::spawn(notifier(addr.clone(), rx));
+            tokio::spawn(notifier(to, addr.clone(), tls, rx));
             tx
         });
         let _ = tx.try_send(n);
@@ -153,7 +175,7 @@ impl Transport {
             }
             let Some(addr) = self.addrs.get(&to).cloned() else { return };
             let (tx, rx) = mpsc::channel(QUEUE);
-            let task = tokio::spawn(follow(to, addr, rx, self.handle.clone()));
+            let task = tokio::spawn(follow(to, addr, rx, self.handle.clone(), self.tls.clone()));
             self.follow = Some(FollowStream { leader: to, tx, task });
         }
         if let Some(f) = &self.follow {
@@ -183,21 +205,42 @@ impl Transport {
     }
 }
 
-async fn notifier(addr: HostPort, mut rx: mpsc::Receiver<pb::Notification>) {
-    let channel = endpoint(&addr).timeout(Duration::from_secs(1)).connect_lazy();
-    let mut client = pb::peer_client::PeerClient::new(channel);
+async fn notifier(to: ServerId, addr: HostPort, tls: Option<Arc<PeerTls>>, mut rx: mpsc::Receiver<pb::Notification>) {
+    let connect = || match endpoint(to, &addr, tls.as_deref()) {
+        Ok(endpoint) => Some(pb::peer_client::PeerClient::new(endpoint.timeout(Duration::from_secs(1)).connect_lazy())),
+        Err(e) => {
+            tracing::warn!(to, error = %e, "cannot reach this member");
+            None
+        }
+    };
+    let mut client = None;
     while let Some(mut n) = rx.recv().await {
         // Only our latest state matters.
         while let Ok(newer) = rx.try_recv() {
             n = newer;
         }
-        let _ = client.notify(n).await;
+        if client.is_none() {
+            client = connect();
+        }
+        if let Some(c) = client.as_mut() {
+            if let Err(status) = c.notify(n).await {
+                tracing::debug!(to, error = %status, "notification not delivered");
+                // A fresh channel next time, with the certificates current then.
+                client = None;
+            }
+        }
     }
 }
 
-async fn follow(leader: ServerId, addr: HostPort, rx: mpsc::Receiver<pb::FollowerMessage>, handle: Handle) {
+async fn follow(
+    leader: ServerId,
+    addr: HostPort,
+    rx: mpsc::Receiver<pb::FollowerMessage>,
+    handle: Handle,
+    tls: Option<Arc<PeerTls>>,
+) {
     let outcome: Result<(), String> = async {
-        let channel = endpoint(&addr).connect().await.map_err(|e| e.to_string())?;
+        let channel = endpoint(leader, &addr, tls.as_deref())?.connect().await.map_err(|e| e.to_string())?;
         let mut client = pb::peer_client::PeerClient::new(channel)
             .max_decoding_message_size(MAX_PEER_MESSAGE)
             .max_encoding_message_size(MAX_PEER_MESSAGE);
@@ -229,6 +272,28 @@ pub struct PeerService {
     inbound: Inbound,
     members: Arc<HashSet<ServerId>>,
     next_stream: AtomicU64,
+    tls: Option<Arc<PeerTls>>,
+}
+
+/// The certificates a caller showed, with where it called from.
+struct Caller {
+    certs: Option<Arc<Vec<CertificateDer<'static>>>>,
+    remote: Option<std::net::SocketAddr>,
+}
+
+impl Caller {
+    fn of<T>(request: &Request<T>) -> Caller {
+        Caller { certs: request.peer_certs(), remote: request.remote_addr() }
+    }
+
+    /// Under peer TLS, whether the caller's certificate names `from`, the
+    /// member it claims to be; a refusal is logged.
+    fn authenticate(&self, tls: Option<&PeerTls>, from: ServerId) -> Result<(), String> {
+        let Some(tls) = tls else { return Ok(()) };
+        tls.check(from, self.certs.as_deref().map(Vec::as_slice)).inspect_err(|reason| {
+            tracing::warn!(claimed = from, remote = ?self.remote, %reason, "peer refused");
+        })
+    }
 }
 
 #[tonic::async_trait]
@@ -239,6 +304,9 @@ impl pb::peer_server::Peer for PeerService {
         if !self.members.contains(&from) {
             return Err(tonic::Status::permission_denied(format!("server {from} is not a member of this ensemble")));
         }
+        Caller::of(&request)
+            .authenticate(self.tls.as_deref(), from)
+            .map_err(|reason| tonic::Status::unauthenticated(format!("refused as member {from}: {reason}")))?;
         self.handle.input(Input::Peer { from, msg }).await;
         Ok(Response::new(pb::NotifyAck {}))
     }
@@ -249,6 +317,10 @@ impl pb::peer_server::Peer for PeerService {
         &self,
         request: Request<Streaming<pb::FollowerMessage>>,
     ) -> Result<Response<Self::FollowStream>, tonic::Status> {
+        // The claim arrives with the first message; the certificate with the
+        // connection, so keep it to hold the two together.
+        let tls = self.tls.clone();
+        let caller = Caller::of(&request);
         let mut incoming = request.into_inner();
         let (out_tx, out_rx) = mpsc::channel::<Result<pb::LeaderMessage, tonic::Status>>(64);
         let (batch_tx, mut batch_rx) = mpsc::channel::<Vec<pb::LeaderMessage>>(8192);
@@ -282,6 +354,9 @@ impl pb::peer_server::Peer for PeerService {
                     break;
                 }
                 if follower.is_none() {
+                    if caller.authenticate(tls.as_deref(), from).is_err() {
+                        break;
+                    }
                     follower = Some(from);
                     if let (Some(tx), Ok(mut registry)) = (batch_tx.take(), inbound.lock()) {
                         registry.insert(from, InboundStream { stream_id, tx });

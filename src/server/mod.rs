@@ -13,6 +13,7 @@ pub mod clock;
 pub mod disk;
 pub mod serve;
 pub mod storage_worker;
+pub mod tls;
 
 #[cfg(test)]
 mod tests;
@@ -43,6 +44,9 @@ pub enum ServerError {
     /// Storage failed at start or while running.
     #[error("storage: {0}")]
     Storage(String),
+    /// A TLS certificate or key could not be loaded.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     /// A listener could not bind.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Bind {
@@ -82,6 +86,8 @@ pub struct Started {
     pub owner: tokio::task::JoinHandle<Result<(), ServerError>>,
     /// The gRPC service other members call (the accepting half of the peer transport).
     pub peer_service: PeerService,
+    /// Mutual TLS among members, when configured: the peer listener serves it.
+    pub peer_tls: Option<Arc<tls::PeerTls>>,
 }
 
 /// Recovers from storage and starts the owner task.
@@ -115,7 +121,11 @@ pub fn start(
     let (storage_tx, storage_thread) =
         storage_worker::spawn(storage.clone(), events_tx.clone(), handle.metrics.clone())
             .map_err(ServerError::Thread)?;
-    let (transport, peer_service) = peer::links(id, addrs, handle.clone());
+    let peer_tls = match &config.tls {
+        Some(files) if files.peer => Some(tls::PeerTls::load(files, &config.members)?),
+        _ => None,
+    };
+    let (transport, peer_service) = peer::links(id, addrs, handle.clone(), peer_tls.clone());
     let (replica_epoch, replica_committed) = (replica.zab().current_epoch(), replica.zab().last_committed());
     // Instrumented, not entered: the task moves between threads. Every line
     // it logs names the member (and, inside a turn, its epoch and zxid).
@@ -144,7 +154,7 @@ pub fn start(
         let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
         result
     });
-    Ok(Started { handle, owner: task, peer_service })
+    Ok(Started { handle, owner: task, peer_service, peer_tls })
 }
 
 struct Owner {

@@ -1,6 +1,7 @@
 //! Starting a whole replica: storage, the owner task, and every listener,
 //! until a shutdown signal; then a clean stop (clients told, log flushed).
 
+use super::tls::{tls_incoming, PeerTls, ServerTls};
 use super::{start, ServerError};
 use crate::config::{HostPort, ServerConfig};
 use crate::frontend::limits::{limited_incoming, ConnectionLimits};
@@ -11,12 +12,16 @@ use crate::rpc::admin::{authenticate, AdminService};
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::rpc::peer::MAX_PEER_MESSAGE;
 use crate::storage::Storage;
+use futures::{Stream, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::server::TcpIncoming;
+use tokio::task::JoinHandle;
+use tonic::transport::server::{Connected, Router, TcpIncoming};
 
 /// Binds `addr`; a host name binds the first address it resolves to.
 async fn bind(addr: &HostPort, what: &'static str) -> Result<TcpListener, ServerError> {
@@ -47,6 +52,8 @@ pub struct Bound {
     pub client: Option<SocketAddr>,
     /// Prometheus metrics.
     pub metrics: Option<SocketAddr>,
+    /// ZooKeeper wire protocol over TLS.
+    pub secure_client: Option<SocketAddr>,
 }
 
 /// Runs one replica until `shutdown` resolves or its storage fails.
@@ -73,6 +80,24 @@ pub async fn serve(
         Some(addr) => Some(bind(addr, "metrics_addr").await?),
         None => None,
     };
+    let secure_client_listener = match &me.bind.secure_client {
+        Some(addr) => Some(bind(addr, "secure_client_addr").await?),
+        None => None,
+    };
+    // Certificates are read before anything serves, so a bad file stops the
+    // start with its name rather than failing the first client.
+    let (zookeeper_tls, grpc_tls, admin_tls) = match &config.tls {
+        Some(files) => {
+            let zookeeper = match secure_client_listener {
+                Some(_) => Some(ServerTls::load(files, &[])?),
+                None => None,
+            };
+            let grpc = if files.grpc { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
+            let admin = if files.admin { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
+            (zookeeper, grpc, admin)
+        }
+        None => (None, None, None),
+    };
     let bound = Bound {
         peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
             addr: me.bind.peer.clone(),
@@ -87,6 +112,7 @@ pub async fn serve(
         admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
         client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
         metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        secure_client: secure_client_listener.as_ref().and_then(|l| l.local_addr().ok()),
     };
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -97,40 +123,50 @@ pub async fn serve(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let peer_server = tonic::transport::Server::builder()
-        .add_service(
-            PeerServer::new(started.peer_service)
-                .max_decoding_message_size(MAX_PEER_MESSAGE)
-                .max_encoding_message_size(MAX_PEER_MESSAGE),
-        )
-        .serve_with_incoming_shutdown(incoming(peer_listener), stopped(stop_rx.clone()));
-    let client = ClientService::new(handle.clone());
     let limits = handle.config.limits;
+    let handshake_deadline = Duration::from_millis(limits.connect_timeout_ms);
+    let peer_router = tonic::transport::Server::builder().add_service(
+        PeerServer::new(started.peer_service)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE),
+    );
+    let peer_tls = started.peer_tls.as_ref().map(|tls| tls.server.clone());
+    let stop = || stopped(stop_rx.clone());
+    let mut tasks = vec![spawn_grpc(peer_router, incoming(peer_listener), peer_tls, handshake_deadline, stop())];
+    let client = ClientService::new(handle.clone());
     let grpc_slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
     // Twice the largest node data, plus room for paths and ACLs: a value
     // over the data limit still decodes and is refused with that limit's
     // own error; only an absurd message is cut off by the transport.
     let max_message =
         (2 * handle.config.max_data_bytes.max(limits.max_frame_bytes) + (1 << 20)).min(MAX_CLIENT_MESSAGE);
-    let client_server = tonic::transport::Server::builder()
+    let client_router = tonic::transport::Server::builder()
         .max_concurrent_streams(Some(limits.max_streams_per_grpc_connection))
-        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(max_message))
-        .serve_with_incoming_shutdown(limited_incoming(grpc_listener, grpc_slots), stopped(stop_rx.clone()));
-    let mut tasks = vec![tokio::spawn(async move { peer_server.await.map_err(|e| e.to_string()) })];
-    tasks.push(tokio::spawn(async move { client_server.await.map_err(|e| e.to_string()) }));
+        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(max_message));
+    let grpc_incoming = limited_incoming(grpc_listener, grpc_slots);
+    tasks.push(spawn_grpc(client_router, grpc_incoming, grpc_tls.clone(), handshake_deadline, stop()));
     if let Some(listener) = admin_listener {
         let admin = AdminService::new(handle.clone());
         let token = handle.config.admin_token.as_deref().map(Arc::from);
-        let admin_server = tonic::transport::Server::builder()
-            .add_service(AdminServer::with_interceptor(admin, authenticate(token)))
-            .serve_with_incoming_shutdown(incoming(listener), stopped(stop_rx.clone()));
-        tasks.push(tokio::spawn(async move { admin_server.await.map_err(|e| e.to_string()) }));
+        let admin_router =
+            tonic::transport::Server::builder().add_service(AdminServer::with_interceptor(admin, authenticate(token)));
+        tasks.push(spawn_grpc(admin_router, incoming(listener), admin_tls.clone(), handshake_deadline, stop()));
     }
     if let Some(listener) = metrics_listener {
         tasks.push(tokio::spawn(crate::metrics::serve(listener, handle.clone(), stop_rx.clone())));
     }
     if let Some(listener) = client_listener {
-        tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), None)));
+    }
+    if let (Some(listener), Some(tls)) = (secure_client_listener, &zookeeper_tls) {
+        let run = crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), Some(tls.clone()));
+        tasks.push(tokio::spawn(run));
+    }
+    let mut reloadable: Vec<Reloadable> =
+        zookeeper_tls.into_iter().chain(grpc_tls).chain(admin_tls).map(Reloadable::Listener).collect();
+    reloadable.extend(started.peer_tls.map(Reloadable::Peers));
+    if !reloadable.is_empty() {
+        tokio::spawn(reload_on_hangup(reloadable, stop_rx.clone()));
     }
     on_bound(bound);
 
@@ -153,6 +189,74 @@ pub async fn serve(
         }
     }
     result
+}
+
+/// Serves `router` on `incoming` (over TLS with `tls`, each handshake due
+/// within `deadline`) until `stop`.
+fn spawn_grpc<IO, E>(
+    router: Router,
+    incoming: impl Stream<Item = Result<IO, E>> + Send + 'static,
+    tls: Option<Arc<ServerTls>>,
+    deadline: Duration,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> JoinHandle<Result<(), String>>
+where
+    IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+    IO::ConnectInfo: Clone + Send + Sync + 'static,
+    E: Into<std::io::Error> + Send + 'static,
+{
+    let incoming = incoming.map(|accepted| accepted.map_err(Into::into));
+    match tls {
+        Some(tls) => {
+            let server = router.serve_with_incoming_shutdown(tls_incoming(incoming, tls, deadline), stop);
+            tokio::spawn(async move { server.await.map_err(|e| e.to_string()) })
+        }
+        None => {
+            let server = router.serve_with_incoming_shutdown(incoming, stop);
+            tokio::spawn(async move { server.await.map_err(|e| e.to_string()) })
+        }
+    }
+}
+
+/// What SIGHUP re-reads the certificates of.
+enum Reloadable {
+    /// A client or admin listener.
+    Listener(Arc<ServerTls>),
+    /// The peer port, both as listener and as dialer.
+    Peers(Arc<PeerTls>),
+}
+
+/// Re-reads every TLS certificate on SIGHUP, until `stop`; open connections
+/// keep the certificate they began with.
+async fn reload_on_hangup(listeners: Vec<Reloadable>, mut stop: watch::Receiver<bool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(hangups) => hangups,
+        Err(e) => {
+            tracing::warn!(error = %e, "no SIGHUP handler: certificates are read at start only");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            got = hangups.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                for tls in &listeners {
+                    let reloaded = match tls {
+                        Reloadable::Listener(tls) => tls.reload(),
+                        Reloadable::Peers(tls) => tls.reload(),
+                    };
+                    match reloaded {
+                        Ok(()) => tracing::info!("SIGHUP: TLS certificate re-read"),
+                        Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not re-read; the old one stays"),
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

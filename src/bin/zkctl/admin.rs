@@ -13,7 +13,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use zabkeeper::admin::{offline, snapshots};
-use zabkeeper::client::ClientError;
+use zabkeeper::client::{ClientError, ClientTls};
 use zabkeeper::proto::admin as pb;
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::storage::Storage;
@@ -27,6 +27,9 @@ pub struct AdminOptions {
     /// A file holding the admin token.
     #[arg(long, global = true, conflicts_with = "admin_token")]
     admin_token_file: Option<PathBuf>,
+    /// TLS to admin ports (`[tls] admin = true`), from `--cacert`, `--cert` and `--key`.
+    #[arg(skip)]
+    pub tls: Option<ClientTls>,
 }
 
 /// What to ask.
@@ -116,6 +119,7 @@ pub(crate) type Admin = AdminClient<InterceptedService<Channel, Token>>;
 pub(crate) struct Dialer {
     timeout: Duration,
     token: Token,
+    tls: Option<ClientTls>,
 }
 
 impl Dialer {
@@ -138,13 +142,19 @@ impl Dialer {
             ),
             None => None,
         };
-        Ok(Dialer { timeout, token: Token(token) })
+        Ok(Dialer { timeout, token: Token(token), tls: options.tls.clone() })
     }
 
     pub(crate) async fn connect(&self, server: &str) -> Result<Admin, ClientError> {
-        let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{server}"))
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{server}"))
             .map_err(|e| ClientError::InvalidArgument(format!("admin address {server:?}: {e}")))?
             .connect_timeout(self.timeout);
+        if let Some(tls) = &self.tls {
+            endpoint = endpoint
+                .tls_config(tls.tonic_config())
+                .map_err(|e| ClientError::InvalidArgument(format!("TLS to {server}: {e}")))?;
+        }
         let channel = endpoint.connect().await.map_err(|e| ClientError::Transport {
             server: server.to_string(),
             reason: format!("cannot connect to the admin port: {e}"),
