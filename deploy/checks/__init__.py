@@ -1,0 +1,14 @@
+"""The checks behind deploy/check.py, one module per job.
+
+common        paths, the report, helpers every check shares
+dependencies  installs kubernetes-validate (and tomli) into a venv on demand
+flags         command lines and ZABKEEPER_*/ZKCTL_* variables against --help
+configs       TOML configs against src/config and the binary
+probes        health checks and probes: what they are, which ports they dial
+docker        the Dockerfile
+compose       the docker compose file
+kubernetes    the manifests: schemas, kustomizations, wiring
+systemd       the systemd unit
+live          the probes run against live members in a private namespace
+selftest      the config and variable checks run on a [tls] sample, each run
+"""
