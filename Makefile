@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
+.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -37,6 +37,18 @@ NEMESIS_SECS ?= 60
 test-nemesis:
 	NEMESIS_SECS=$(NEMESIS_SECS) $(CARGO) test --test nemesis -- --nocapture
 
+## Three members on three hosts (Linux network namespaces on a bridge the test
+## makes; needs root), by host name, TLS on: a follower cut off, the leader
+## isolated, a lossy link, a rolling restart under load. iptables (Debian's
+## package) adds loss where the kernel has no sch_netem.
+test-multi-host: network-tools
+	$(CARGO) test --test multi_host -- --ignored --nocapture
+
+## iproute2 (namespaces, veth, bridge, tc) and iptables, from Debian's packages.
+network-tools:
+	@$(MAKE) --no-print-directory debian-packages WHAT="network tools" \
+		MARKERS="/usr/sbin/ip /usr/sbin/tc /usr/sbin/iptables" PACKAGES="iproute2 iptables"
+
 fmt:
 	$(CARGO) fmt
 
@@ -46,6 +58,16 @@ fmt-check:
 ## clippy with warnings as errors, plus the purity rule of the deterministic core.
 lint: check-purity
 	$(CARGO) clippy --all-targets -- -D warnings
+
+## Checks deploy/ against the binaries: every Kubernetes manifest against the
+## Kubernetes schemas (kubernetes-validate from PyPI, into a venv under
+## $(TARGET_DIR)), every flag and variable the Dockerfile, compose file,
+## manifests and systemd unit pass against --help, every config against
+## src/config and the server itself, and the health checks and probes against
+## live members in a private network namespace.
+check-deploy:
+	$(CARGO) build --bins
+	python3 deploy/check.py --zabkeeper $(TARGET_DIR)/debug/zabkeeper --zkctl $(TARGET_DIR)/debug/zkctl --venv $(TARGET_DIR)/deploy-check-venv
 
 ## The pure modules never touch tokio, clocks, ambient randomness, files or sockets.
 check-purity:

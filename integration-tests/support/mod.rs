@@ -202,34 +202,10 @@ impl Ensemble {
     /// Starts member `id` with extra environment variables (`ZABKEEPER_*`
     /// overrides) and waits for its "ready" line (bounded).
     pub fn spawn_with_env(&mut self, id: u64, env: &[(&str, &str)]) {
-        let config = self.config.clone();
         let log = self.dir.path().join(format!("zk{id}.log"));
-        let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("log file");
-        let mut child = Command::new(server_binary())
-            .arg("--config")
-            .arg(&config)
-            .arg("--id")
-            .arg(id.to_string())
-            // ZABKEEPER_TEST_LOG (e.g. "debug") lets a person investigating see more.
-            .env("ZABKEEPER_LOG", std::env::var("ZABKEEPER_TEST_LOG").unwrap_or_else(|_| "info".into()))
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("start zabkeeper");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains("ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        if rx.recv_timeout(Duration::from_secs(20)).is_err() {
-            let _ = child.kill();
-            panic!("member {id} did not start; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
-        }
+        let mut command = Command::new(server_binary());
+        command.arg("--config").arg(&self.config).arg("--id").arg(id.to_string()).envs(env.iter().copied());
+        let child = start_member(command, id, &log);
         self.member(id).child = Some(child);
     }
 
@@ -383,6 +359,34 @@ impl Ensemble {
         }
         eprintln!("logs of the failed ensemble kept in {}", keep.display());
     }
+}
+
+/// Runs `command` (a member: the server binary, or a wrapper that execs it),
+/// its stderr appended to `log`, and waits (bounded) for its "ready" line.
+pub fn start_member(mut command: Command, id: impl std::fmt::Display, log: &Path) -> Child {
+    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("log file");
+    let mut child = command
+        // ZABKEEPER_TEST_LOG (e.g. "debug") lets a person investigating see more.
+        .env("ZABKEEPER_LOG", std::env::var("ZABKEEPER_TEST_LOG").unwrap_or_else(|_| "info".into()))
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start zabkeeper");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("ready") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    if rx.recv_timeout(Duration::from_secs(20)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("member {id} did not start; log:\n{}", std::fs::read_to_string(log).unwrap_or_default());
+    }
+    child
 }
 
 /// One ensemble at a time per test binary: the tests share two cores with
