@@ -99,8 +99,10 @@ stop:
 	else echo "nothing running"; fi
 
 ## kazoo (from PyPI, into a venv under .ci/) against a 3-member ensemble of the
-## debug binary: CRUD, watches, the Election and Lock recipes.
+## debug binary: CRUD, watches, the Election and Lock recipes, and a session
+## over TLS (certificates made with Debian's openssl).
 compat:
+	@$(MAKE) --no-print-directory debian-packages WHAT=openssl MARKERS=/usr/bin/openssl PACKAGES=openssl
 	$(CARGO) build --bin zabkeeper
 	@py=$$(.ci/python-env | tail -n 1) && \
 		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper

@@ -7,7 +7,8 @@ Checks: basic CRUD with versions and error classes, one-shot and
 DataWatch/ChildrenWatch watches, the leader-election recipe (client.Election:
 exactly one leader at a time, and another takes over when the leader's client
 stops), and the lock recipe (client.Lock: mutual exclusion under contention,
-checked with a shared counter updated only under the lock). Every wait is
+checked with a shared counter updated only under the lock), and a session
+over TLS (use_ssl, the server's certificate verified). Every wait is
 bounded; exits non-zero with a clear message on the first failure.
 
 Usage: kazoo_smoke.py [--binary target/debug/zabkeeper] [--clients N] [--rounds N]
@@ -260,6 +261,27 @@ def locking(hosts, n, rounds):
             c.close()
 
 
+def tls(ensemble):
+    """kazoo with use_ssl against the TLS port (ZooKeeper's secureClientPort),
+    verifying the server's certificate; what it writes reads back on the
+    plain port."""
+    secure = KazooClient(hosts=ensemble.hosts(secure=True), timeout=10.0, use_ssl=True, ca=ensemble.ca,
+                         verify_certs=True, connection_retry={"max_tries": 20, "delay": 0.05})
+    secure.start(timeout=15)
+    plain = client(ensemble.hosts())
+    try:
+        secure.create("/tls", b"over tls")
+        data, _ = secure.get("/tls")
+        check(data == b"over tls", f"read over TLS: {data!r}")
+        plain.sync("/tls")
+        check(plain.get("/tls")[0] == b"over tls", "the plain port sees what was written over TLS")
+        print(f"  tls: kazoo use_ssl=True to {ensemble.hosts(secure=True)}, server certificate verified")
+    finally:
+        for c in (secure, plain):
+            c.stop()
+            c.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default=zk_support.default_binary())
@@ -267,14 +289,15 @@ def main():
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
 
-    ensemble = zk_support.Ensemble(args.binary, size=3)
+    ensemble = zk_support.Ensemble(args.binary, size=3, secure=True)
     try:
         ensemble.start()
         hosts = ensemble.hosts()
         print(f"kazoo smoke: 3 zabkeeper members at {hosts}")
         for name, run in [("CRUD and watches", lambda: crud_and_watches(hosts)),
                           ("leader election", lambda: election(hosts, args.clients)),
-                          ("lock", lambda: locking(hosts, args.clients, args.rounds))]:
+                          ("lock", lambda: locking(hosts, args.clients, args.rounds)),
+                          ("TLS", lambda: tls(ensemble))]:
             started = time.monotonic()
             run()
             print(f"ok: {name} ({time.monotonic() - started:.1f}s)")
@@ -288,7 +311,7 @@ def main():
     if panics:
         print("FAIL: a zabkeeper member panicked:\n  " + "\n  ".join(panics), file=sys.stderr)
         return 1
-    print("kazoo smoke: 3 passed, 0 failed")
+    print("kazoo smoke: 4 passed, 0 failed")
     return 0
 
 

@@ -11,7 +11,9 @@
 //!   the majority elects another and its clients' sessions live on;
 //! * packet loss (and delay, where the kernel has `sch_netem`) on the
 //!   leader's link;
-//! * a rolling restart of all three members under a write load.
+//! * a rolling restart of all three members under a write load;
+//! * a member with another member's certificate, then with none on its
+//!   peer links: refused.
 //!
 //! After each: exactly one leader serves writes, every member converges,
 //! and every acknowledged write is on every member. Clients are writer
@@ -225,9 +227,15 @@ impl Hosts {
     }
 
     fn spawn(&mut self, id: u8) {
+        self.spawn_with_env(id, &[]);
+    }
+
+    /// Starts member `id` with `ZABKEEPER_*` overrides in its environment.
+    fn spawn_with_env(&mut self, id: u8, env: &[(&str, String)]) {
         let mut command = Command::new("ip");
         command.args(["netns", "exec", &self.net.member_ns(id)]).arg(support::server_binary());
         command.arg("--config").arg(&self.config).args(["--id", &id.to_string()]);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
         let child = support::start_member(command, id, &self.members[id as usize - 1].log);
         self.members[id as usize - 1].child = Some(child);
     }
@@ -658,4 +666,24 @@ fn three_hosts_survive_network_faults_and_a_rolling_restart() {
         }
         eprintln!("{path}: {} acknowledged writes, all on every member", acked.len());
     }
+
+    // Member 3 with member 2's certificate (from the ensemble's CA), then
+    // with none on its peer links: refused both times, then back as itself.
+    let dir = hosts.dir.path().display().to_string();
+    let impostor = [
+        ("ZABKEEPER_TLS_CERT_FILE", format!("{dir}/member-2.pem")),
+        ("ZABKEEPER_TLS_KEY_FILE", format!("{dir}/member-2-key.pem")),
+    ];
+    for env in [&impostor[..], &[("ZABKEEPER_TLS_PEER", "false".to_string())][..]] {
+        hosts.terminate(3);
+        hosts.spawn_with_env(3, env);
+        std::thread::sleep(Duration::from_secs(3));
+        let statuses: Vec<Option<serde_json::Value>> = [1, 2, 3].iter().map(|&id| hosts.status(id)).collect();
+        assert!(Hosts::agreed(&[1, 2], &statuses[..2], false).is_some(), "1 and 2 serve: {statuses:?}");
+        assert!(Hosts::agreed(&[1, 2, 3], &statuses, false).is_none(), "member 3 joined with {env:?}: {statuses:?}");
+        eprintln!("member 3 with {env:?}: refused");
+    }
+    hosts.terminate(3);
+    hosts.spawn(3);
+    hosts.converged(&[1, 2, 3], false, Duration::from_secs(30));
 }

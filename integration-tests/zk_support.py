@@ -106,11 +106,26 @@ def default_binary():
     return os.path.join(target, "debug", "zabkeeper")
 
 
+def make_certificates(directory):
+    """A CA, and a certificate for 127.0.0.1 and localhost it signed (with
+    Debian's openssl); returns the CA's path."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA")
+    openssl("req", *ec, "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=localhost")
+    with open(os.path.join(directory, "san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    openssl("x509", "-req", "-in", "cert.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-out", "cert.pem", "-days", "2", "-extfile", "san.ext")
+    return os.path.join(directory, "ca.pem")
+
+
 class Ensemble:
     """`size` zabkeeper processes on free loopback ports, one config file,
     data under a temporary directory removed by stop()."""
 
-    def __init__(self, binary, size=3, extra="", snapshot_every=10000):
+    def __init__(self, binary, size=3, extra="", snapshot_every=10000, secure=False):
         if not os.access(binary, os.X_OK):
             raise RuntimeError(f"no zabkeeper binary at {binary} (run `cargo build --bin zabkeeper`)")
         self.binary = binary
@@ -129,8 +144,9 @@ class Ensemble:
             'four_letter_words = ["*"]',
             extra,
         ]
+        kinds = ("peer", "grpc", "client", "admin") + (("secure",) if secure else ())
         for i in range(1, size + 1):
-            ports = {k: free_port() for k in ("peer", "grpc", "client", "admin")}
+            ports = {k: free_port() for k in kinds}
             self.ports[i] = ports
             lines += [
                 "",
@@ -142,6 +158,12 @@ class Ensemble:
                 f'admin_addr = "127.0.0.1:{ports["admin"]}"',
                 f'data_dir = "{os.path.join(self.dir, f"zk{i}")}"',
             ]
+            if secure:
+                lines.append(f'secure_client_addr = "127.0.0.1:{ports["secure"]}"')
+        if secure:
+            self.ca = make_certificates(self.dir)
+            d = self.dir
+            lines += ["", "[tls]", f'cert_file = "{d}/cert.pem"', f'key_file = "{d}/key.pem"', f'ca_file = "{d}/ca.pem"']
         self.config = os.path.join(self.dir, "ensemble.toml")
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -167,10 +189,12 @@ class Ensemble:
     def client_port(self, i):
         return self.ports[i]["client"]
 
-    def hosts(self, ids=None):
-        """A ZooKeeper connect string ("127.0.0.1:p1,127.0.0.1:p2,...")."""
+    def hosts(self, ids=None, secure=False):
+        """A ZooKeeper connect string ("127.0.0.1:p1,127.0.0.1:p2,..."); with
+        `secure`, of the TLS ports."""
         ids = ids or sorted(self.ports)
-        return ",".join(f"127.0.0.1:{self.client_port(i)}" for i in ids)
+        kind = "secure" if secure else "client"
+        return ",".join(f"127.0.0.1:{self.ports[i][kind]}" for i in ids)
 
     def mode(self, i):
         """'leader', 'follower', 'standalone' or None, from `srvr`."""
