@@ -39,8 +39,9 @@ test-nemesis:
 
 ## Three members on three hosts (Linux network namespaces on a bridge the test
 ## makes; needs root), by host name, TLS on: a follower cut off, the leader
-## isolated, a lossy link, a rolling restart under load. iptables (Debian's
-## package) adds loss where the kernel has no sch_netem.
+## isolated, a lossy and slow link, a rolling restart under load, members with
+## the wrong certificate. iptables (Debian's package) adds the loss and, with
+## NFQUEUE, the delay where the kernel has no sch_netem.
 test-multi-host: network-tools
 	$(CARGO) test --test multi_host -- --ignored --nocapture
 

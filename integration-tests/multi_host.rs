@@ -9,8 +9,9 @@
 //! * the leader isolated from both followers while its own clients still
 //!   reach it: the old leader stops acknowledging writes within syncLimit,
 //!   the majority elects another and its clients' sessions live on;
-//! * packet loss (and delay, where the kernel has `sch_netem`) on the
-//!   leader's link;
+//! * packet loss and delay on the leader's link (`tc netem`, or where the
+//!   kernel has no `sch_netem`, iptables' statistic match for the loss and
+//!   netfilter's queue to a delaying worker for the delay);
 //! * a rolling restart of all three members under a write load;
 //! * a member with another member's certificate, then with none on its
 //!   peer links: refused.
@@ -19,9 +20,10 @@
 //! and every acknowledged write is on every member. Clients are writer
 //! processes in a client namespace (this test binary run again as a worker,
 //! speaking the ZooKeeper protocol over TLS with the `zookeeper-client`
-//! crate) that print each write as it is acknowledged.
+//! crate) that print each write as it is acknowledged; the delayer is such a
+//! worker too, in the impaired member's namespace.
 //!
-//! Needs root (network namespaces) and iproute2: `make test-multi-host`,
+//! Needs root (network namespaces), iproute2 and iptables: `make test-multi-host`,
 //! which CI runs. Elsewhere it says why it is skipped. Everything it creates
 //! (namespaces, /etc/netns entries, processes by PID) is removed at the end.
 
@@ -31,6 +33,7 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -141,40 +144,57 @@ impl Drop for Network {
     }
 }
 
-/// Packet loss (and delay, with `sch_netem`) on one member's link.
+/// Packet loss and delay on one member's link: `tc netem` where the kernel
+/// has `sch_netem`; else iptables' statistic match drops packets and a
+/// worker holds every other packet of the link in netfilter's queue for the
+/// delay before letting it through.
 enum Impairment {
     Netem,
-    Iptables,
+    Netfilter(Worker),
 }
 
+/// Added to each direction of the impaired link.
+const DELAY_MS: u64 = 20;
+
 impl Impairment {
-    /// Adds loss on member `id`'s link; says what was added, or why nothing could be.
-    fn add(net: &Network, id: u8) -> Result<(Impairment, String), String> {
-        let ns = net.member_ns(id);
-        let netem = ["-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "20ms", "10ms", "loss", "5%"];
+    /// Adds loss and delay on member `id`'s link; says what was added, or
+    /// why nothing could be.
+    fn add(hosts: &Hosts, id: u8) -> Result<(Impairment, String), String> {
+        let ns = hosts.net.member_ns(id);
+        let delay = format!("{DELAY_MS}ms");
+        let netem = ["-n", &ns, "qdisc", "add", "dev", "eth0", "root", "netem", "delay", &delay, "loss", "5%"];
         if run("tc", &netem).is_ok() {
-            return Ok((Impairment::Netem, "tc netem: delay 20 ms ± 10 ms, loss 5%".into()));
+            return Ok((Impairment::Netem, format!("tc netem: delay {DELAY_MS} ms, loss 5%")));
         }
-        // This kernel lacks sch_netem: loss alone, by netfilter's statistic match.
-        for chain in ["INPUT", "OUTPUT"] {
-            let rule = ["-m", "statistic", "--mode", "random", "--probability", "0.05", "-j", "DROP"];
-            let args: Vec<&str> = ["netns", "exec", &ns, "iptables", "-A", chain].into_iter().chain(rule).collect();
-            run("ip", &args).map_err(|e| format!("neither tc netem nor iptables' statistic match: {e}"))?;
+        let log = hosts.dir.path().join(format!("delayer-{id}.log"));
+        let delayer = Worker::start(&ns, &format!("delay;{DELAY_MS}"), log);
+        delayer.wait_for(|events| events.iter().any(|(_, e)| *e == WorkerEvent::Ready), Duration::from_secs(10));
+        let iptables = |args: &[&str]| {
+            let args: Vec<&str> = ["netns", "exec", &ns, "iptables"].iter().chain(args).copied().collect();
+            run("ip", &args).map_err(|e| format!("neither tc netem nor iptables: {e}"))
+        };
+        for (chain, dir) in [("INPUT", "-i"), ("OUTPUT", "-o")] {
+            let lose = ["-m", "statistic", "--mode", "random", "--probability", "0.05", "-j", "DROP"];
+            iptables(&[&["-A", chain, dir, "eth0"][..], &lose].concat())?;
+            iptables(&["-A", chain, dir, "eth0", "-j", "NFQUEUE", "--queue-num", "0", "--queue-bypass"])?;
         }
-        Ok((
-            Impairment::Iptables,
-            "iptables statistic: loss 5% each way (no sch_netem in this kernel: no delay)".into(),
-        ))
+        let what =
+            format!("iptables: loss 5% and a delay of {DELAY_MS} ms each way through NFQUEUE (no sch_netem here)");
+        Ok((Impairment::Netfilter(delayer), what))
     }
 
-    fn remove(&self, net: &Network, id: u8) {
+    /// Removes it; returns how many packets were delayed in user space.
+    fn remove(self, net: &Network, id: u8) -> Option<u64> {
         let ns = net.member_ns(id);
         match self {
             Impairment::Netem => {
                 let _ = run("tc", &["-n", &ns, "qdisc", "del", "dev", "eth0", "root"]);
+                None
             }
-            Impairment::Iptables => {
+            Impairment::Netfilter(delayer) => {
                 let _ = run("ip", &["netns", "exec", &ns, "iptables", "-F"]);
+                let events = delayer.finish();
+                events.into_iter().find_map(|e| if let WorkerEvent::Delayed(n) = e { Some(n) } else { None })
             }
         }
     }
@@ -332,31 +352,9 @@ impl Hosts {
     /// (host names), creating `/mh/<label>/<n>` one after another.
     fn writer(&self, label: &str, servers: &[u8]) -> Writer {
         let connect: Vec<String> = servers.iter().map(|id| format!("zk-{id}:2281")).collect();
-        let spec = format!("{label};{};{}", connect.join(","), self.ca().display());
+        let spec = format!("writer;{label};{};{}", connect.join(","), self.ca().display());
         let log = self.dir.path().join(format!("writer-{label}.log"));
-        let stderr = std::fs::File::create(&log).expect("writer log");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.net.client_ns()])
-            .arg(std::env::current_exe().expect("this test binary"))
-            .args(["--exact", "three_hosts_survive_network_faults_and_a_rolling_restart", "--ignored", "--nocapture"])
-            .env(WORKER, spec)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("start a writer");
-        let stdout = child.stdout.take().expect("piped");
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let sink = events.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(event) = WriterEvent::parse(&line) {
-                    sink.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), event));
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        let writer = Writer { label: label.to_string(), child, stdin, events, log };
+        let writer = Writer { label: label.to_string(), worker: Worker::start(&self.net.client_ns(), &spec, log) };
         writer.wait_acks(1, Duration::from_secs(30));
         writer
     }
@@ -401,9 +399,11 @@ fn write_certificates(dir: &Path) {
     }
 }
 
-/// What a writer reports, a line each.
+/// What a worker reports, a line each.
 #[derive(Clone, Debug, PartialEq)]
-enum WriterEvent {
+enum WorkerEvent {
+    /// It is ready (the delayer has bound its queue).
+    Ready,
     /// Write `n` acknowledged.
     Ack(u64),
     /// Write `n` got ConnectionLoss; it is retried.
@@ -412,70 +412,94 @@ enum WriterEvent {
     Error(String),
     /// The session expired.
     Expired,
+    /// The delayer held this many packets, at its end.
+    Delayed(u64),
 }
 
-impl WriterEvent {
-    fn parse(line: &str) -> Option<WriterEvent> {
+impl WorkerEvent {
+    fn parse(line: &str) -> Option<WorkerEvent> {
         let (kind, rest) = line.split_once(' ').unwrap_or((line, ""));
         match kind {
-            "ACK" => rest.parse().ok().map(WriterEvent::Ack),
-            "LOSS" => rest.parse().ok().map(WriterEvent::Loss),
-            "ERR" => Some(WriterEvent::Error(rest.to_string())),
-            "EXPIRED" => Some(WriterEvent::Expired),
+            "READY" => Some(WorkerEvent::Ready),
+            "ACK" => rest.parse().ok().map(WorkerEvent::Ack),
+            "LOSS" => rest.parse().ok().map(WorkerEvent::Loss),
+            "ERR" => Some(WorkerEvent::Error(rest.to_string())),
+            "EXPIRED" => Some(WorkerEvent::Expired),
+            "DELAYED" => rest.parse().ok().map(WorkerEvent::Delayed),
             _ => None,
         }
     }
+
+    fn say(&self) {
+        let line = match self {
+            WorkerEvent::Ready => "READY".to_string(),
+            WorkerEvent::Ack(n) => format!("ACK {n}"),
+            WorkerEvent::Loss(n) => format!("LOSS {n}"),
+            WorkerEvent::Error(e) => format!("ERR {e}"),
+            WorkerEvent::Expired => "EXPIRED".to_string(),
+            WorkerEvent::Delayed(n) => format!("DELAYED {n}"),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
 }
 
-/// A writer process and what it reported, with when.
-struct Writer {
-    label: String,
+/// This test binary run again inside a namespace with `WORKER` set, and
+/// what it reported, with when. It stops when its stdin closes.
+struct Worker {
     /// Its stderr.
     log: PathBuf,
     child: Child,
     stdin: Option<ChildStdin>,
-    events: Arc<Mutex<Vec<(Instant, WriterEvent)>>>,
+    events: Arc<Mutex<Vec<(Instant, WorkerEvent)>>>,
 }
 
-impl Writer {
-    fn events(&self) -> Vec<(Instant, WriterEvent)> {
+impl Worker {
+    fn start(ns: &str, spec: &str, log: PathBuf) -> Worker {
+        let stderr = std::fs::File::create(&log).expect("worker log");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns])
+            .arg(std::env::current_exe().expect("this test binary"))
+            .args(["--exact", "three_hosts_survive_network_faults_and_a_rolling_restart", "--ignored", "--nocapture"])
+            .env(WORKER, spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("start a worker");
+        let stdout = child.stdout.take().expect("piped");
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = events.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(event) = WorkerEvent::parse(&line) {
+                    sink.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), event));
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Worker { log, child, stdin, events }
+    }
+
+    fn events(&self) -> Vec<(Instant, WorkerEvent)> {
         self.events.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn acks(&self) -> Vec<(Instant, u64)> {
-        self.events()
-            .into_iter()
-            .filter_map(|(t, e)| if let WriterEvent::Ack(n) = e { Some((t, n)) } else { None })
-            .collect()
-    }
-
-    /// Waits until `more` acknowledgements beyond the present ones arrive.
-    fn wait_acks(&self, more: usize, limit: Duration) {
-        let start = self.acks().len();
+    /// Waits until what it reported satisfies `what`.
+    fn wait_for(&self, what: impl Fn(&[(Instant, WorkerEvent)]) -> bool, limit: Duration) {
         let deadline = Instant::now() + limit;
-        while self.acks().len() < start + more {
+        while !what(&self.events()) {
             if Instant::now() > deadline {
                 let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                panic!("writer {}: no {more} more writes within {limit:?}: {:?}\n{log}", self.label, self.events());
+                panic!("worker: not within {limit:?}: {:?}\n{log}", self.events());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// Only ConnectionLoss, never another error nor an expired session.
-    fn assert_only_connection_loss(&self) {
-        for (_, e) in self.events() {
-            assert!(
-                matches!(e, WriterEvent::Ack(_) | WriterEvent::Loss(_)),
-                "writer {}: {e:?} (a client should see at most ConnectionLoss)",
-                self.label
-            );
-        }
-    }
-
-    /// Stops it (closing its stdin, then by PID) and returns the paths it
-    /// had acknowledged.
-    fn stop(mut self) -> BTreeSet<String> {
+    /// Stops it (closing its stdin, then by PID after 5 s) and returns what it reported.
+    fn finish(mut self) -> Vec<WorkerEvent> {
         drop(self.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
@@ -483,39 +507,70 @@ impl Writer {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.acks().into_iter().map(|(_, n)| format!("{n:06}")).collect()
+        // The reader thread may still hold the last lines for a moment.
+        std::thread::sleep(Duration::from_millis(50));
+        self.events().into_iter().map(|(_, e)| e).collect()
     }
 }
 
-impl Drop for Writer {
+impl Drop for Worker {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-/// The worker: one session over TLS, creating `/mh/<label>/<n>` for n = 0,
+/// A writer and its label.
+struct Writer {
+    label: String,
+    worker: Worker,
+}
+
+impl Writer {
+    fn acks(&self) -> Vec<(Instant, u64)> {
+        let events = self.worker.events();
+        events.into_iter().filter_map(|(t, e)| if let WorkerEvent::Ack(n) = e { Some((t, n)) } else { None }).collect()
+    }
+
+    /// Waits until `more` acknowledgements beyond the present ones arrive.
+    fn wait_acks(&self, more: usize, limit: Duration) {
+        let enough = self.acks().len() + more;
+        let acked =
+            |events: &[(Instant, WorkerEvent)]| events.iter().filter(|(_, e)| matches!(e, WorkerEvent::Ack(_))).count();
+        self.worker.wait_for(|events| acked(events) >= enough, limit);
+    }
+
+    /// Only ConnectionLoss, never another error nor an expired session.
+    fn assert_only_connection_loss(&self) {
+        for (_, e) in self.worker.events() {
+            assert!(
+                matches!(e, WorkerEvent::Ack(_) | WorkerEvent::Loss(_)),
+                "writer {}: {e:?} (a client should see at most ConnectionLoss)",
+                self.label
+            );
+        }
+    }
+
+    /// Stops it and returns the paths it had acknowledged.
+    fn stop(self) -> BTreeSet<String> {
+        let events = self.worker.finish();
+        events
+            .into_iter()
+            .filter_map(|e| if let WorkerEvent::Ack(n) = e { Some(format!("{n:06}")) } else { None })
+            .collect()
+    }
+}
+
+/// The writer: one session over TLS, creating `/mh/<label>/<n>` for n = 0,
 /// 1, … one at a time; a write that meets ConnectionLoss is retried (and
 /// NodeExists on the retry means the first attempt landed). Ends when its
 /// stdin closes, or after 10 000 writes or 10 minutes.
-fn writer_worker(spec: &str) {
+fn writer_worker(label: &str, servers: &str, ca: &str) {
     use zookeeper_client as zk;
-    let mut parts = spec.splitn(3, ';');
-    let (label, servers, ca) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let ca_pem = std::fs::read_to_string(ca).expect("read the CA");
     // Both ring and aws-lc-rs are linked into this test: choose one for the crate.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopping = stop.clone();
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-        stopping.store(true, std::sync::atomic::Ordering::SeqCst);
-    });
-    let say = |line: String| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
-        let _ = out.flush();
-    };
+    let stop = stop_when_stdin_closes();
     let rt = support::runtime();
     rt.block_on(async {
         let tls = zk::TlsOptions::new().with_pem_ca(&ca_pem).expect("CA");
@@ -527,10 +582,7 @@ fn writer_worker(spec: &str) {
         let started = Instant::now();
         let mut n = 0u64;
         let mut retry = false;
-        while n < 10_000
-            && started.elapsed() < Duration::from_secs(600)
-            && !stop.load(std::sync::atomic::Ordering::SeqCst)
-        {
+        while n < 10_000 && started.elapsed() < Duration::from_secs(600) && !stop.load(Ordering::SeqCst) {
             let path = format!("/mh/{label}/{n:06}");
             match client.create(&path, b"w", &open).await {
                 Ok(_) => {}
@@ -538,21 +590,15 @@ fn writer_worker(spec: &str) {
                 // A server that stops answering (its link cut) is the crate's
                 // "no response from connection": ZooKeeper's ConnectionLoss.
                 Err(e) if e == zk::Error::ConnectionLoss || e.to_string().contains("no response from connection") => {
-                    say(format!("LOSS {n}"));
+                    WorkerEvent::Loss(n).say();
                     retry = true;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
-                Err(zk::Error::SessionExpired) => {
-                    say("EXPIRED".into());
-                    return;
-                }
-                Err(e) => {
-                    say(format!("ERR {n} {e}"));
-                    return;
-                }
+                Err(zk::Error::SessionExpired) => return WorkerEvent::Expired.say(),
+                Err(e) => return WorkerEvent::Error(format!("{n} {e}")).say(),
             }
-            say(format!("ACK {n}"));
+            WorkerEvent::Ack(n).say();
             retry = false;
             n += 1;
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -560,11 +606,68 @@ fn writer_worker(spec: &str) {
     });
 }
 
+/// The delayer: holds every packet netfilter queues to it (queue 0) for
+/// `delay_ms`, then lets it through, in order. Ends when its stdin closes
+/// (letting through what it holds), or after 10 minutes.
+fn delay_worker(delay_ms: u64) {
+    let mut queue = nfq::Queue::open().expect("a netfilter queue socket");
+    queue.bind(0).expect("bind queue 0");
+    // Metadata only: the verdict needs no payload.
+    queue.set_copy_range(0, 0).expect("copy range");
+    queue.set_fail_open(0, true).expect("fail open");
+    queue.set_nonblocking(true);
+    let stop = stop_when_stdin_closes();
+    WorkerEvent::Ready.say();
+    let delay = Duration::from_millis(delay_ms);
+    let started = Instant::now();
+    let mut held = std::collections::VecDeque::new();
+    let mut delayed = 0u64;
+    loop {
+        loop {
+            match queue.recv() {
+                Ok(mut message) => {
+                    message.set_verdict(nfq::Verdict::Accept);
+                    held.push_back((Instant::now() + delay, message));
+                    delayed += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("netfilter queue: {e}"),
+            }
+        }
+        let stopping = stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(600);
+        while held.front().is_some_and(|(due, _)| stopping || *due <= Instant::now()) {
+            let (_, message) = held.pop_front().expect("checked");
+            queue.verdict(message).expect("verdict");
+        }
+        if stopping {
+            return WorkerEvent::Delayed(delayed).say();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A flag that turns true when this process's stdin closes (the test's way
+/// of saying stop).
+fn stop_when_stdin_closes() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopping = stop.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        stopping.store(true, Ordering::SeqCst);
+    });
+    stop
+}
+
 #[test]
 #[ignore = "needs root and network namespaces: make test-multi-host (CI runs it)"]
 fn three_hosts_survive_network_faults_and_a_rolling_restart() {
     if let Ok(spec) = std::env::var(WORKER) {
-        writer_worker(&spec);
+        let parts: Vec<&str> = spec.split(';').collect();
+        match parts[..] {
+            ["writer", label, servers, ca] => writer_worker(label, servers, ca),
+            ["delay", ms] => delay_worker(ms.parse().expect("delay in ms")),
+            _ => panic!("{WORKER}={spec:?}: no such worker"),
+        }
         return;
     }
     let net = match Network::create() {
@@ -630,13 +733,17 @@ fn three_hosts_survive_network_faults_and_a_rolling_restart() {
 
     // Loss (and delay, where the kernel can) on the leader's link.
     let leader = hosts.converged(&[1, 2, 3], false, Duration::from_secs(30));
-    match Impairment::add(&hosts.net, leader) {
+    match Impairment::add(&hosts, leader) {
         Ok((impairment, what)) => {
             let before = all.acks().len();
             std::thread::sleep(Duration::from_secs(4));
-            impairment.remove(&hosts.net, leader);
-            eprintln!("{what} on leader {leader}'s link: {} writes in 4 s", all.acks().len() - before);
-            assert!(all.acks().len() > before, "no write went through a lossy link");
+            let delayed = impairment.remove(&hosts.net, leader);
+            let writes = all.acks().len() - before;
+            eprintln!(
+                "{what} on leader {leader}'s link: {writes} writes in 4 s, {delayed:?} packets delayed in user space"
+            );
+            assert!(writes > 0, "no write went through a lossy, slow link");
+            assert!(delayed.is_none_or(|n| n > 0), "the delayer held no packet: the link was not slowed");
         }
         Err(why) => eprintln!("loss and delay skipped: {why}"),
     }
