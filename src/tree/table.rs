@@ -42,14 +42,35 @@ fn order(a: &str, b: &str) -> Ordering {
     // share, their last '/' is the same shared one, so they have the same
     // parent and order by name, which from here is plain byte order.
     let (x, y) = (a.as_bytes(), b.as_bytes());
-    let shared = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let shared = shared_prefix(x, y);
     let (x, y) = (&x[shared..], &y[shared..]);
     if !x.contains(&b'/') && !y.contains(&b'/') {
-        return x.cmp(y);
+        // The paths first differ at `shared`, so the bytes there decide (an
+        // ended path, `None`, sorts first): no second pass over the names.
+        return x.first().cmp(&y.first());
     }
     let (ap, an) = split(a);
     let (bp, bn) = split(b);
     ap.cmp(bp).then_with(|| an.cmp(bn))
+}
+
+/// How many leading bytes `x` and `y` share, compared eight at a time: the
+/// table compares paths on every lookup, and loading a snapshot of a million
+/// nodes spent a fifth of its time here when this went byte by byte.
+fn shared_prefix(x: &[u8], y: &[u8]) -> usize {
+    let len = x.len().min(y.len());
+    let mut i = 0;
+    while i + 8 <= len {
+        let word =
+            |s: &[u8]| u64::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3], s[i + 4], s[i + 5], s[i + 6], s[i + 7]]);
+        let diff = word(x) ^ word(y);
+        if diff != 0 {
+            // Little-endian: the lowest set bit lies in the first differing byte.
+            return i + (diff.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + x[i..len].iter().zip(&y[i..len]).take_while(|(p, q)| p == q).count()
 }
 
 /// Whether `a` comes before `b` in the table.
@@ -250,6 +271,18 @@ mod tests {
             let (bp, bn) = split(&b);
             prop_assert_eq!(order(&a, &b), ap.cmp(bp).then(an.cmp(bn)));
             prop_assert_eq!(order("/", &a), Ordering::Less);
+        }
+
+        #[test]
+        fn long_shared_prefixes_order_as_their_parts(stem in "(/[ab]{0,12}){1,3}", a in "[ab/]{0,20}", b in "[ab/]{0,20}") {
+            // Long shared stems and differences past the eighth byte: the
+            // word-at-a-time prefix must find the first difference exactly.
+            let (a, b) = (format!("{stem}{a}"), format!("{stem}{b}"));
+            let (ap, an) = split(&a);
+            let (bp, bn) = split(&b);
+            prop_assert_eq!(order(&a, &b), ap.cmp(bp).then(an.cmp(bn)));
+            let naive = a.bytes().zip(b.bytes()).take_while(|(p, q)| p == q).count();
+            prop_assert_eq!(shared_prefix(a.as_bytes(), b.as_bytes()), naive);
         }
 
         #[test]
