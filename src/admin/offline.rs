@@ -15,8 +15,8 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Chunk size when restoring from a file (the stream format lets records
-/// straddle chunks, so any size works).
-const RESTORE_CHUNK: usize = 1 << 20;
+/// straddle chunks, so any size works; the store's own size keeps them inline).
+const RESTORE_CHUNK: usize = crate::storage::sled_store::SNAPSHOT_CHUNK_BYTES;
 
 /// What went wrong reading a data directory or a snapshot file.
 #[derive(Debug, thiserror::Error)]

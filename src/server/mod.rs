@@ -470,7 +470,7 @@ impl Owner {
         tokio::task::spawn_blocking(move || {
             let zxid = state.last_zxid();
             let started = std::time::Instant::now();
-            let mut chunks = snapshot::Chunks::new(&state, 1 << 20);
+            let mut chunks = snapshot::Chunks::new(&state, crate::storage::sled_store::SNAPSHOT_CHUNK_BYTES);
             let event = match storage.save_snapshot_from(zxid, &mut chunks).and_then(|_| storage.purge(retained)) {
                 Ok(purged) => {
                     let info = chunks.info();
