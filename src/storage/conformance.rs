@@ -79,6 +79,17 @@ impl SledHarness {
         Ok(())
     }
 
+    /// As [`SledHarness::edit_raw`], on the store's snapshot database.
+    fn edit_snapshots(&mut self, edit: impl FnOnce(&::sled::Db)) -> Result<(), StorageError> {
+        self.store = None;
+        let db = raw_open(&self.path().join(sled_store::SNAPSHOT_DIR));
+        edit(&db);
+        db.flush().expect("raw flush");
+        drop(db);
+        self.store = Some(SledStorage::open(self.path())?);
+        Ok(())
+    }
+
     fn tree(db: &::sled::Db, name: &str) -> ::sled::Tree {
         db.open_tree(name).expect("raw tree")
     }
@@ -97,7 +108,7 @@ impl Harness for SledHarness {
     }
 
     fn corrupt_snapshot_chunk(&mut self, zxid: Zxid, chunk: u32) {
-        self.edit_raw(|db| {
+        self.edit_snapshots(|db| {
             let chunks = SledHarness::tree(db, sled_store::CHUNK_TREE);
             let key = sled_store::chunk_key(zxid, chunk);
             let mut bytes = chunks.get(key).expect("read").expect("chunk exists").to_vec();
@@ -653,12 +664,12 @@ mod sled_damage {
         let (mut h, history) = filled(10);
         h.store().save_snapshot(z(9), &history.chunks_at(z(9))).expect("snapshot");
         h.store().purge(1).expect("purge");
-        h.edit_raw(|db| {
+        h.edit_snapshots(|db| {
             SledHarness::tree(db, sled_store::CHUNK_TREE).remove(sled_store::chunk_key(z(9), 1)).expect("remove");
         })
         .expect("reopen");
         assert!(matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)));
-        h.edit_raw(|db| {
+        h.edit_snapshots(|db| {
             SledHarness::tree(db, sled_store::INDEX_TREE)
                 .insert(sled_store::log_key(z(9)), &b"junk"[..])
                 .expect("write");
@@ -674,7 +685,7 @@ mod sled_damage {
         let complete = h.store().save_snapshot(z(5), &history.chunks_at(z(5))).expect("snapshot");
         let unfinished = [z(3), z(7)];
         let chunks: Vec<Vec<Bytes>> = unfinished.iter().map(|at| history.chunks_at(*at)).collect();
-        h.edit_raw(|db| {
+        h.edit_snapshots(|db| {
             // Writes cut short, below and above the complete one: chunks but no marker.
             let tree = SledHarness::tree(db, sled_store::CHUNK_TREE);
             for (at, chunks) in unfinished.iter().zip(&chunks) {
@@ -689,11 +700,100 @@ mod sled_damage {
         assert_eq!(recovered.snapshot_zxid(), z(5));
         assert_rebuilds(&recovered, &history, z(10));
         h.store = None;
-        let db = raw_open(&h.path());
+        let db = raw_open(&h.path().join(sled_store::SNAPSHOT_DIR));
         let left: Vec<Vec<u8>> =
             SledHarness::tree(&db, sled_store::CHUNK_TREE).iter().keys().map(|k| k.expect("key").to_vec()).collect();
         let expected: Vec<Vec<u8>> = (0..complete.chunks).map(|i| sled_store::chunk_key(z(5), i).to_vec()).collect();
         assert_eq!(left, expected, "open removed exactly the unmarked chunks");
+    }
+
+    /// Leaves the note an install at `zxid` writes first, as a crash after it would, and reopens.
+    fn note_install(h: &mut SledHarness, zxid: Zxid) {
+        h.edit_raw(|db| {
+            SledHarness::tree(db, sled_store::META_TREE)
+                .insert(sled_store::INSTALLING, &sled_store::log_key(zxid))
+                .expect("write");
+        })
+        .expect("reopen");
+    }
+
+    /// Closes the store and says whether the install note is still there.
+    fn install_noted(h: &mut SledHarness) -> bool {
+        h.store = None;
+        let db = raw_open(&h.path());
+        SledHarness::tree(&db, sled_store::META_TREE).get(sled_store::INSTALLING).expect("read").is_some()
+    }
+
+    #[test]
+    fn an_install_a_crash_interrupted_is_finished_at_open() {
+        // The leader's snapshot and its marker were stored, then the crash
+        // came before the log and the newer snapshot went.
+        let (mut h, history) = filled(10);
+        h.store().save_snapshot(z(6), &history.chunks_at(z(6))).expect("snapshot");
+        h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+        note_install(&mut h, z(6));
+        assert_eq!(h.store().log_bounds().expect("bounds"), None, "the log went");
+        let stored: Vec<Zxid> = h.store().snapshots().expect("list").iter().map(|s| s.zxid).collect();
+        assert_eq!(stored, vec![z(6)], "the snapshot above the installed one went");
+        let recovered = h.store().recover().expect("recover");
+        assert_eq!(recovered.snapshot_zxid(), z(6));
+        assert_rebuilds(&recovered, &history, z(6));
+        assert!(!install_noted(&mut h), "the note went with the log");
+    }
+
+    #[test]
+    fn an_install_cut_short_before_its_marker_is_undone_at_open() {
+        let (mut h, history) = filled(10);
+        h.store().save_snapshot(z(8), &history.chunks_at(z(8))).expect("snapshot");
+        note_install(&mut h, z(6));
+        assert_eq!(h.store().log_bounds().expect("bounds"), Some((z(1), z(10))), "the log is untouched");
+        let recovered = h.store().recover().expect("recover");
+        assert_eq!(recovered.snapshot_zxid(), z(8));
+        assert_rebuilds(&recovered, &history, z(10));
+        assert!(!install_noted(&mut h), "the note went");
+    }
+
+    #[test]
+    fn a_second_format_store_moves_its_snapshots_out() {
+        let (mut h, history) = filled(10);
+        h.store().save_snapshot(z(4), &history.chunks_at(z(4))).expect("snapshot");
+        h.store().save_snapshot(z(7), &history.chunks_at(z(7))).expect("snapshot");
+        let before = h.store().snapshots().expect("list");
+        // Rewrite it as format 2 wrote it: the snapshot trees in the log's database.
+        h.store = None;
+        let snapshot_dir = h.path().join(sled_store::SNAPSHOT_DIR);
+        {
+            let snaps = raw_open(&snapshot_dir);
+            let db = raw_open(&h.path());
+            for name in [sled_store::CHUNK_TREE, sled_store::INDEX_TREE] {
+                let (from, to) = (SledHarness::tree(&snaps, name), SledHarness::tree(&db, name));
+                for item in from.iter() {
+                    let (key, value) = item.expect("read");
+                    to.insert(key, value).expect("write");
+                }
+            }
+            SledHarness::tree(&db, sled_store::META_TREE).insert("format", sled_store::FORMAT_V2).expect("write");
+            db.flush().expect("flush");
+        }
+        std::fs::remove_dir_all(&snapshot_dir).expect("remove the snapshot database");
+        std::fs::write(h.path().join(sled_store::SIDECAR), sled_store::FORMAT_V2).expect("sidecar");
+        h.reopen();
+        assert_eq!(h.store().snapshots().expect("list"), before);
+        let recovered = h.store().recover().expect("recover");
+        assert_eq!(recovered.snapshot_zxid(), z(7));
+        assert_rebuilds(&recovered, &history, z(10));
+        h.store = None;
+        {
+            let db = raw_open(&h.path());
+            let names = db.tree_names();
+            assert!(!names.iter().any(|n| n.as_ref() == sled_store::CHUNK_TREE.as_bytes()), "the old tree went");
+            assert!(!names.iter().any(|n| n.as_ref() == sled_store::INDEX_TREE.as_bytes()), "the old tree went");
+        }
+        assert_eq!(std::fs::read(h.path().join(sled_store::SIDECAR)).expect("sidecar"), sled_store::FORMAT);
+        // Once upgraded, a lost snapshot database is damage, not an empty one.
+        std::fs::remove_dir_all(&snapshot_dir).expect("remove the snapshot database");
+        let err = SledStorage::open(h.path()).expect_err("snapshots lost");
+        assert!(matches!(err, StorageError::Damaged { .. }), "{err}");
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The on-disk store, over sled 0.34.
 //!
-//! Four trees: `log` (a run of entries, one per append, keyed by its first
-//! zxid as 8 big-endian bytes; see `runs`),
-//! `meta` (the two epochs as 4 big-endian bytes, and a format marker),
-//! `snapshots` (zxid ‖ chunk index, 8 + 4 big-endian bytes → chunk) and
-//! `snapshot_index` (zxid → a sealed completion marker: chunk count and
-//! bytes). A marker is written only after every chunk of its snapshot, so a
-//! snapshot without one is an unfinished write: it is never loaded and its
-//! chunks are removed at open.
+//! Two sled databases. The store's own directory holds the log's: `log` (a
+//! run of entries, one per append, keyed by its first zxid as 8 big-endian
+//! bytes; see `runs`) and `meta` (the two epochs as 4 big-endian bytes, a
+//! format marker, and the note of an install under way). Its `snapshots`
+//! directory holds the snapshots' (see `snapshots` for why apart, and how
+//! an install spanning both survives a crash): `snapshots` (zxid ‖ chunk
+//! index, 8 + 4 big-endian bytes → chunk) and `snapshot_index` (zxid → a
+//! sealed completion marker: chunk count and bytes). A marker is written
+//! only after every chunk of its snapshot, so a snapshot without one is an
+//! unfinished write: it is never loaded and its chunks are removed at open.
 //!
 //! Crash safety rests on two properties of sled 0.34: recovery restores a
 //! prefix of the write history (it stops at the first torn record), and a
@@ -15,9 +17,8 @@
 //! operation below is therefore arranged so that each prefix of its writes
 //! is a state recovery accepts.
 //!
-//! What the runtime should know about sled here: `flush` fsyncs the one
-//! write-ahead log shared by all trees, so it also writes whatever snapshot
-//! chunks a background save inserted since the last flush; batches and
+//! What the runtime should know about sled here: `flush` fsyncs the
+//! database's one write-ahead log, shared by its trees; batches and
 //! transactions take a database-wide write lock (plain inserts do not); and
 //! a dropped handle releases its file lock only shortly after the drop.
 
@@ -39,15 +40,19 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 mod runs;
 mod snapshots;
 
-pub(crate) use snapshots::chunk_key;
+use snapshots::Snapshots;
+pub(crate) use snapshots::SNAPSHOT_DIR;
+#[cfg(test)]
+pub(crate) use snapshots::{chunk_key, INSTALLING};
 
 /// Name of the log tree.
 pub(crate) const LOG_TREE: &str = "log";
 /// Name of the metadata tree.
 pub(crate) const META_TREE: &str = "meta";
-/// Name of the snapshot chunk tree.
+/// Name of the snapshot chunk tree (in the snapshot database; formats 1
+/// and 2 kept it in the log's).
 pub(crate) const CHUNK_TREE: &str = "snapshots";
-/// Name of the snapshot completion-marker tree.
+/// Name of the snapshot completion-marker tree (as [`CHUNK_TREE`]).
 pub(crate) const INDEX_TREE: &str = "snapshot_index";
 /// Meta key of acceptedEpoch.
 pub(crate) const ACCEPTED_EPOCH: &str = "accepted_epoch";
@@ -56,19 +61,21 @@ pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
 /// Meta key identifying the store's format.
 const FORMAT_KEY: &str = "format";
 /// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
-const FORMAT: &[u8] = b"zabkeeper-storage/2";
+pub(crate) const FORMAT: &[u8] = b"zabkeeper-storage/3";
 /// The first format (one log key per entry), which this build reads and
 /// upgrades in place: its log values read as runs of one.
 const FORMAT_V1: &[u8] = b"zabkeeper-storage/1";
+/// The second format (snapshots in the log's database), which this build
+/// upgrades in place by moving them out.
+pub(crate) const FORMAT_V2: &[u8] = b"zabkeeper-storage/2";
 /// How long open waits for a just-dropped handle to release the file lock.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The name sled gives its default tree.
 const DEFAULT_TREE: &[u8] = b"__sled__default";
 /// A file beside sled's own, written once the store exists.
-const SIDECAR: &str = "ZABKEEPER";
-/// sled's page cache. The tree and the recent log live in memory anyway, so
-/// the store needs little; sled keeps the snapshot chunks it is handed up to
-/// this size. 8 MiB against 64: ~130 B less RSS per znode at 1 M znodes, the
+pub(crate) const SIDECAR: &str = "ZABKEEPER";
+/// sled's page cache, of each database. The tree and the recent log live in
+/// memory anyway, so the store needs little. 8 MiB against 64: ~130 B less RSS per znode at 1 M znodes, the
 /// same write throughput (2 MiB saved nothing more).
 const CACHE_BYTES: u64 = 8 << 20;
 
@@ -90,8 +97,7 @@ pub struct SledStorage {
     db: sled::Db,
     log: sled::Tree,
     meta: sled::Tree,
-    chunks: sled::Tree,
-    index: sled::Tree,
+    snaps: Arc<Snapshots>,
     path: Arc<PathBuf>,
     /// Serializes snapshot writes and purges: a background save and a
     /// leader's install at the same zxid must not interleave their chunks.
@@ -160,7 +166,8 @@ impl SledStorage {
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
                 // A crash while sled creates its files leaves some of them: not foreign.
-                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR) || name.starts_with("snap.");
+                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR | SNAPSHOT_DIR)
+                    || name.starts_with("snap.");
                 if !sleds {
                     return Err(not_a_store(&format!("it holds {name:?}, which is not part of a sled database")));
                 }
@@ -177,14 +184,13 @@ impl SledStorage {
             let store = SledStorage {
                 log: db.open_tree(LOG_TREE).map_err(io("open: log tree"))?,
                 meta: db.open_tree(META_TREE).map_err(io("open: meta tree"))?,
-                chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
-                index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
                 db,
+                snaps: Arc::new(Snapshots::new(path)),
                 path: Arc::new(path.to_path_buf()),
                 snapshot_lock: Arc::new(Mutex::new(())),
             };
-            store.check_format(has_sidecar)?;
-            store.remove_unfinished_snapshots()?;
+            let snapshots_exist = store.check_format(has_sidecar)?;
+            store.open_snapshots(snapshots_exist)?;
             Ok(store)
         })
     }
@@ -197,14 +203,15 @@ impl SledStorage {
     /// Checks the format marker, and that a store known to exist (its
     /// sidecar file says so) still has its contents: sled 0.34 treats an
     /// unreadable log as the end of the log, so a destroyed database would
-    /// otherwise open as an empty one.
-    fn check_format(&self, has_sidecar: bool) -> Result<(), StorageError> {
+    /// otherwise open as an empty one. Upgrades a store of an older format.
+    /// Returns whether the store's snapshot database must already exist.
+    fn check_format(&self, has_sidecar: bool) -> Result<bool, StorageError> {
         let sidecar = self.path.join(SIDECAR);
         let mut sidecar_current = false;
         if has_sidecar {
             let found = std::fs::read(&sidecar)
                 .map_err(|e| StorageError::Io { during: "open: reading the marker file", source: e.into() })?;
-            if found != FORMAT && found != FORMAT_V1 {
+            if ![FORMAT, FORMAT_V1, FORMAT_V2].contains(&found.as_slice()) {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
                     reason: format!("unknown marker file content {:?}", String::from_utf8_lossy(&found)),
@@ -212,14 +219,18 @@ impl SledStorage {
             }
             sidecar_current = found == FORMAT;
         }
-        match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
-            Some(found) if found.as_ref() == FORMAT => {}
-            Some(found) if found.as_ref() == FORMAT_V1 => {
-                // Marked as the new format before anything is written in it,
-                // so an older build refuses the store instead of misreading runs.
+        let snapshots_exist = match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
+            Some(found) if found.as_ref() == FORMAT => true,
+            Some(found) if found.as_ref() == FORMAT_V1 || found.as_ref() == FORMAT_V2 => {
+                // Snapshots move first; then the store is marked as the new
+                // format before anything else is written in it, so an older
+                // build refuses it instead of misreading runs or missing
+                // snapshots.
+                self.move_snapshots_out()?;
                 self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
                 self.db.flush().map_err(io("open: flushing the format"))?;
-                tracing::info!(path = %self.path.display(), "storage upgraded to format 2 (the log as runs)");
+                tracing::info!(path = %self.path.display(), "storage upgraded to format 3 (snapshots in their own database)");
+                false
             }
             Some(found) => {
                 return Err(StorageError::NotAStore {
@@ -250,7 +261,11 @@ impl SledStorage {
                         reason: "it holds data in sled's default tree".into(),
                     });
                 }
-                let holds_data = [&self.log, &self.meta, &self.chunks, &self.index].iter().any(|t| !t.is_empty());
+                let holds_data = [&self.log, &self.meta].iter().any(|t| !t.is_empty())
+                    || [CHUNK_TREE, INDEX_TREE].iter().any(|name| {
+                        self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes())
+                            && self.db.open_tree(name).is_ok_and(|t| !t.is_empty())
+                    });
                 if holds_data {
                     return Err(StorageError::CorruptMeta {
                         key: FORMAT_KEY,
@@ -259,15 +274,16 @@ impl SledStorage {
                 }
                 self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: writing the format"))?;
                 self.db.flush().map_err(io("open: flushing the format"))?;
+                false
             }
-        }
+        };
         if !sidecar_current {
             // Written only once the format key is durable, so a sidecar
             // always means "this database held a store".
             write_durably(&sidecar, FORMAT)
                 .map_err(|e| StorageError::Io { during: "open: writing the marker file", source: e.into() })?;
         }
-        Ok(())
+        Ok(snapshots_exist)
     }
 
     fn read_epoch(&self, key: &'static str) -> Result<Epoch, StorageError> {
@@ -285,7 +301,7 @@ impl SledStorage {
         if entries.is_empty() {
             return Ok(());
         }
-        let last = self.last_log()?.max(self.newest_snapshot()?);
+        let last = self.last_log()?.max(self.newest_snapshot());
         recovery::check_append(last, entries.iter().copied())?;
         self.append_run(entries)
     }
@@ -301,7 +317,7 @@ impl SledStorage {
     }
 
     fn truncate_after(&self, zxid: Zxid) -> Result<(), StorageError> {
-        let snapshot = self.newest_snapshot()?;
+        let snapshot = self.newest_snapshot();
         if zxid < snapshot {
             return Err(StorageError::Invalid(format!(
                 "truncating after {zxid:?} would cut below the snapshot at {snapshot:?}, which holds committed state"
@@ -322,28 +338,14 @@ impl Source for SledStorage {
     }
 
     fn snapshot_zxids(&self) -> Result<Vec<Zxid>, StorageError> {
-        ordered(INDEX_TREE, "reading the snapshot index", self.index.iter())
-            .map(|item| zxid_of(INDEX_TREE, &item?.0))
-            .collect()
+        Ok(self.snapshot_zxid_list())
     }
 
     fn load_snapshot(&self, zxid: Zxid) -> Result<TreeState, StorageError> {
-        let incomplete = |reason: String| StorageError::IncompleteSnapshot { zxid, reason };
-        let marker = self.marker(zxid)?.ok_or_else(|| incomplete("its marker vanished".into()))?;
         let mut reader = Reader::new();
-        let mut bytes = 0u64;
-        for i in 0..marker.chunks {
-            let chunk = self
-                .chunks
-                .get(chunk_key(zxid, i))
-                .map_err(io("reading a snapshot chunk"))?
-                .ok_or_else(|| incomplete(format!("chunk {i} of {} is missing", marker.chunks)))?;
-            bytes += chunk.len() as u64;
-            reader.feed(&chunk).map_err(|source| StorageError::CorruptSnapshot { zxid, source })?;
-        }
-        if bytes != marker.bytes {
-            return Err(incomplete(format!("chunks hold {bytes} bytes, the marker says {}", marker.bytes)));
-        }
+        self.read_snapshot(zxid, &mut |chunk| {
+            reader.feed(chunk).map_err(|source| StorageError::CorruptSnapshot { zxid, source })
+        })?;
         reader.finish().map_err(|source| StorageError::CorruptSnapshot { zxid, source })
     }
 
@@ -410,38 +412,14 @@ impl Storage for SledStorage {
         zxid: Zxid,
         chunks: &mut dyn Iterator<Item = Bytes>,
     ) -> Result<SnapshotMeta, StorageError> {
-        let meta = self.store_snapshot(zxid, chunks)?;
-        self.db.flush().map_err(io("flushing a snapshot"))?;
-        Ok(meta)
+        self.store_snapshot(zxid, chunks)
     }
 
     fn purge(&self, keep: usize) -> Result<PurgeReport, StorageError> {
         if keep == 0 {
             return Err(StorageError::Invalid("purge must keep at least one snapshot".into()));
         }
-        let _serialized = self.lock_snapshots();
-        // A damaged marker fails here: never delete history while the store is damaged.
-        let markers = self.markers()?;
-        if markers.is_empty() {
-            return Ok(PurgeReport::default());
-        }
-        let split = markers.len().saturating_sub(keep);
-        let (old, kept) = markers.split_at(split);
-        let oldest_kept = kept[0].0;
-        let mut index_batch = Batch::default();
-        let mut chunk_batch = Batch::default();
-        for (zxid, marker) in old {
-            index_batch.remove(&log_key(*zxid));
-            for i in 0..marker.chunks {
-                chunk_batch.remove(&chunk_key(*zxid, i));
-            }
-        }
-        // Markers first: a crash between the two leaves unmarked chunks,
-        // which open removes.
-        self.index.apply_batch(index_batch).map_err(io("purging snapshot markers"))?;
-        self.chunks.apply_batch(chunk_batch).map_err(io("purging snapshot chunks"))?;
-        let entries_removed = self.purge_runs_through(oldest_kept)?;
-        Ok(PurgeReport { snapshots_removed: old.len(), entries_removed })
+        self.purge_snapshots(keep)
     }
 
     fn scan_log(&self, scan: Scan, visit: &mut dyn FnMut(Entry) -> bool) -> Result<(), StorageError> {
@@ -449,8 +427,7 @@ impl Storage for SledStorage {
     }
 
     fn snapshot_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError> {
-        let chunk = self.chunks.get(chunk_key(zxid, index)).map_err(io("reading a snapshot chunk"))?;
-        Ok(chunk.map(|c| Bytes::copy_from_slice(&c)))
+        self.read_chunk(zxid, index)
     }
 
     fn log_bounds(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
@@ -458,17 +435,7 @@ impl Storage for SledStorage {
     }
 
     fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError> {
-        Ok(self
-            .markers()?
-            .into_iter()
-            .map(|(zxid, marker)| SnapshotMeta {
-                zxid,
-                bytes: marker.bytes,
-                chunks: marker.chunks,
-                nodes: marker.nodes,
-                created_ms: marker.created_ms,
-            })
-            .collect())
+        Ok(self.markers()?.into_iter().map(|(zxid, marker)| marker.meta(zxid)).collect())
     }
 }
 
@@ -614,14 +581,16 @@ mod tests {
         let mut chunks = snapshot::Chunks::new(tree.state(), SNAPSHOT_CHUNK_BYTES);
         let meta = store.save_snapshot_from(zxid, &mut chunks).expect("save the snapshot");
         assert!(meta.chunks >= 8, "a snapshot of several chunks, got {}", meta.chunks);
-        for key in store.chunk_keys(zxid).expect("list the chunks") {
-            let chunk = store.chunks.get(&key).expect("read a chunk").expect("the chunk is there");
+        let snap = store.snaps.lease().expect("open the snapshot database");
+        for key in snap.chunk_keys(zxid).expect("list the chunks") {
+            let chunk = snap.chunks.get(&key).expect("read a chunk").expect("the chunk is there");
             assert!(
                 chunk.len() < inline_limit,
                 "a {} B chunk is over sled's {inline_limit} B inline limit",
                 chunk.len()
             );
         }
+        drop(snap);
         let loaded = store.load_snapshot(zxid).expect("load it back");
         assert_eq!(loaded.node_count(), tree.state().node_count());
     }
