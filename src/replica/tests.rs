@@ -674,6 +674,46 @@ fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
     }
 }
 
+/// The leader's in-memory log after two snapshots are saved, with `keep`
+/// entries kept below a snapshot: (entries held, entries above the newest
+/// snapshot, entries above the older one).
+fn log_after_two_snapshots(keep: usize) -> (usize, usize, usize) {
+    let mut e = Ensemble::new_with(3, |c| {
+        c.snapshot_every = 10;
+        c.log_kept_below_snapshot = keep;
+    });
+    let leader = e.leader();
+    let (c, _, _) = e.connect(leader);
+    let mut saved = Vec::new();
+    for round in 0..2 {
+        for i in 0..12 {
+            e.call(c, create(&format!("/r{round}-{i}"), CreateMode::Persistent)).unwrap();
+        }
+        e.settle(1);
+        let node = e.nodes.get_mut(&leader).unwrap();
+        let (zxid, _) = *node.snapshots.last().expect("a snapshot was asked for");
+        node.replica.handle(Input::SnapshotSaved { zxid });
+        saved.push(zxid);
+    }
+    for i in 0..3 {
+        e.call(c, create(&format!("/after-{i}"), CreateMode::Persistent)).unwrap();
+    }
+    let log = e.nodes[&leader].replica.zab().log();
+    (log.len(), log.count_after(saved[1]), log.count_after(saved[0]))
+}
+
+#[test]
+fn a_saved_snapshot_leaves_a_bounded_log_in_memory() {
+    // The log since the snapshot before last used to stay in memory: 30-60 B
+    // per znode at 1 M znodes. Now at most `keep` entries below the newest.
+    let (held, above_newest, _) = log_after_two_snapshots(4);
+    assert!(above_newest >= 3, "the writes after the snapshot are held");
+    assert_eq!(held, above_newest + 4, "four entries kept below the newest snapshot");
+    // With room for more, the older snapshot still bounds what is kept.
+    let (held, _, above_older) = log_after_two_snapshots(1000);
+    assert_eq!(held, above_older, "nothing below the snapshot before the newest");
+}
+
 #[test]
 fn a_snapshot_is_asked_for_only_once_the_log_it_reflects_is_durable() {
     // A follower applies what the leader commits as soon as the entries are in

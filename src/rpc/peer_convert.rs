@@ -172,8 +172,8 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
         }
         Message::NewLeader { epoch, zxid } => one(*epoch, Kind::NewLeader(pb::NewLeader { zxid: zxid.0 })),
         Message::UpToDate { epoch, committed } => one(*epoch, Kind::UpToDate(pb::UpToDate { committed: committed.0 })),
-        Message::Proposal { epoch, entries } => {
-            one(*epoch, Kind::Proposal(pb::Proposal { entries: entries_to_pb(entries) }))
+        Message::Proposal { epoch, prev, entries } => {
+            one(*epoch, Kind::Proposal(pb::Proposal { entries: entries_to_pb(entries), prev_zxid: prev.0 }))
         }
         Message::Commit { epoch, zxid } => one(*epoch, Kind::Commit(pb::Commit { zxid: zxid.0 })),
         Message::Ping { epoch, committed } => one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0 })),
@@ -212,7 +212,9 @@ impl LeaderStreamDecoder {
             }
             Kind::NewLeader(n) => Message::NewLeader { epoch, zxid: Zxid(n.zxid) },
             Kind::UpToDate(u) => Message::UpToDate { epoch, committed: Zxid(u.committed) },
-            Kind::Proposal(p) => Message::Proposal { epoch, entries: entries_from_pb(&p.entries)? },
+            Kind::Proposal(p) => {
+                Message::Proposal { epoch, prev: Zxid(p.prev_zxid), entries: entries_from_pb(&p.entries)? }
+            }
             Kind::Commit(c) => Message::Commit { epoch, zxid: Zxid(c.zxid) },
             Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed) },
             Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload) },
@@ -251,7 +253,7 @@ mod tests {
                 committed: Zxid::new(3, 1),
             },
             Message::Diff { epoch: 4, truncate_to: None, from: Zxid::ZERO, committed: Zxid::ZERO },
-            Message::Proposal { epoch: 4, entries: vec![entry] },
+            Message::Proposal { epoch: 4, prev: Zxid::new(4, 6), entries: vec![entry] },
             Message::Snap {
                 epoch: 4,
                 zxid: Zxid::new(3, 3),
@@ -293,6 +295,7 @@ mod tests {
             epoch: 1,
             kind: Some(pb::leader_message::Kind::Proposal(pb::Proposal {
                 entries: vec![pb::Entry { zxid: 1, txn: vec![1, 2, 3] }],
+                prev_zxid: 0,
             })),
         };
         assert!(LeaderStreamDecoder::default().decode(bad).is_err());

@@ -276,6 +276,9 @@ impl Simulation {
     fn replica_config(&self, id: ServerId) -> replica::Config {
         let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
         c.snapshot_every = self.options.snapshot_every;
+        // Fewer than a snapshot interval, so compaction below the newest
+        // snapshot (and the SNAPs it brings) happens in every schedule.
+        c.log_kept_below_snapshot = 15;
         c.min_session_timeout_ms = 1000;
         c.max_session_timeout_ms = 4000;
         c.snapshot_chunk_bytes = 512;

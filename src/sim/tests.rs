@@ -81,8 +81,20 @@ const REGRESSIONS: [(u64, u64, &str); 8] = [
 const FAULTY_REGRESSIONS: [(u64, u64, &str); 1] =
     [(3, 0x5eed_0674, "a follower that promised a later epoch to a would-be leader could never join the running one")];
 
+/// Seeds of the soak (`Options::faulty`, as `run_all` runs them) that found a bug.
+const SOAK_REGRESSIONS: [(u64, u64, &str); 1] = [(
+    3,
+    1_592_594_729,
+    "a follower that lost an old epoch's end in a DIFF took the new epoch's entries as its continuation",
+)];
+
 #[test]
 fn pinned_regression_seeds() {
+    for (nodes, seed, bug) in SOAK_REGRESSIONS {
+        if let Err(f) = Simulation::new(seed, Options::faulty(nodes)).run() {
+            panic!("regression ({bug}) is back: {f}");
+        }
+    }
     for (nodes, seed, bug) in REGRESSIONS {
         if let Err(f) = Simulation::new(seed, Options::classic(nodes)).run() {
             panic!("regression ({bug}) is back: {f}");

@@ -147,7 +147,7 @@ impl Peer {
         match msg {
             Message::Diff { truncate_to, from, committed, .. } => self.on_diff(truncate_to, from, committed),
             Message::Snap { zxid, chunks, .. } => self.on_snap(zxid, chunks),
-            Message::Proposal { entries, .. } => self.on_proposal(entries),
+            Message::Proposal { prev, entries, .. } => self.on_proposal(prev, entries),
             Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
             Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
             Message::Commit { zxid, .. } | Message::Ping { committed: zxid, .. } => self.on_leader_commit(zxid),
@@ -220,9 +220,13 @@ impl Peer {
     }
 
     /// Entries that follow a pending snapshot are held with it.
-    fn hold_after_snapshot(&mut self, entries: Vec<Entry>) {
+    fn hold_after_snapshot(&mut self, prev: Zxid, entries: Vec<Entry>) {
         let Some(f) = self.follower() else { return };
         let Some(pending) = f.snapshot.as_mut() else { return };
+        if let Some(reason) = gap_before(prev, &entries, pending.last_zxid()) {
+            self.become_looking(&reason);
+            return;
+        }
         for entry in entries {
             let last = pending.last_zxid();
             if entry.zxid <= last {
@@ -261,17 +265,21 @@ impl Peer {
         }
     }
 
-    fn on_proposal(&mut self, entries: Vec<Entry>) {
+    fn on_proposal(&mut self, prev: Zxid, entries: Vec<Entry>) {
         let Some(f) = self.follower() else { return };
         if f.stage == Stage::AwaitingSync {
             self.become_looking("a proposal arrived before DIFF or SNAP");
             return;
         }
         if f.snapshot.is_some() {
-            self.hold_after_snapshot(entries);
+            self.hold_after_snapshot(prev, entries);
             return;
         }
         let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
+        if let Some(reason) = gap_before(prev, &entries, self.log.last_zxid()) {
+            self.become_looking(&reason);
+            return;
+        }
         let mut fresh = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.zxid <= self.log.last_zxid() {
@@ -364,4 +372,16 @@ impl Peer {
     fn on_reply(&mut self, payload: Bytes) {
         self.outbox.push(Action::Replied { payload });
     }
+}
+
+/// Why entries the leader says follow `prev` cannot continue a log ending at
+/// `last`: they are new to it, but `prev` is not its end (the messages
+/// between were lost). A new epoch's first entry follows any zxid of an
+/// older epoch, so this is the only check that sees a lost epoch end.
+fn gap_before(prev: Zxid, entries: &[Entry], last: Zxid) -> Option<String> {
+    let first = entries.first()?.zxid;
+    let unchecked = prev == Zxid::ZERO;
+    (!unchecked && first > last && prev != last).then(|| {
+        format!("lost part of the leader's stream: entry {first:?} follows {prev:?}, our log ends at {last:?}")
+    })
 }

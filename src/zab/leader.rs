@@ -18,7 +18,7 @@
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
-use super::{Action, Message, Peer, Role, State, Status};
+use super::{proposals, Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -398,9 +398,8 @@ impl Peer {
                 from
             }
         };
-        let entries = self.log.range(from, last);
-        for chunk in entries.chunks(batch) {
-            self.send(id, Message::Proposal { epoch, entries: chunk.to_vec() });
+        for msg in proposals(epoch, from, &self.log.range(from, last), batch) {
+            self.send(id, msg);
         }
         self.send(id, Message::NewLeader { epoch, zxid: last });
     }

@@ -86,6 +86,16 @@ impl Log {
         self.entries.len() - self.entries.partition_point(|e| e.zxid <= zxid)
     }
 
+    /// The zxid before the entry `zxid` (the base before the first); the
+    /// last zxid when `zxid` is not held.
+    pub fn before(&self, zxid: Zxid) -> Zxid {
+        match self.position(zxid) {
+            Ok(0) => self.base,
+            Ok(i) => self.entries[i - 1].zxid,
+            Err(_) => self.last_zxid(),
+        }
+    }
+
     /// Whether `zxid` is the base or an entry.
     pub fn has(&self, zxid: Zxid) -> bool {
         zxid == self.base || self.position(zxid).is_ok()
@@ -124,10 +134,21 @@ impl Log {
 
     /// Forgets entries up to `zxid` (they are in a snapshot now).
     pub fn compact(&mut self, zxid: Zxid) {
-        while self.entries.front().is_some_and(|e| e.zxid <= zxid) {
-            if let Some(e) = self.entries.pop_front() {
-                self.base = e.zxid;
-            }
+        self.compact_keeping(zxid, 0);
+    }
+
+    /// Forgets entries up to `zxid` but the newest `keep` of them.
+    pub fn compact_keeping(&mut self, zxid: Zxid, keep: usize) {
+        let covered = self.entries.partition_point(|e| e.zxid <= zxid);
+        let forget = covered.saturating_sub(keep);
+        if forget == 0 {
+            return;
+        }
+        self.base = self.entries[forget - 1].zxid;
+        self.entries.drain(..forget);
+        // The deque would otherwise keep the slots of the largest log it held.
+        if self.entries.capacity() > 2 * self.entries.len() + 1024 {
+            self.entries.shrink_to_fit();
         }
     }
 
@@ -253,6 +274,19 @@ mod tests {
         assert!(log.append(entry(2, 1)).is_ok());
         let mut mid = Log::new(Zxid::new(3, 7), vec![]);
         assert!(mid.append(entry(3, 8)).is_ok(), "continues a snapshot taken mid-epoch");
+    }
+
+    #[test]
+    fn compact_keeping_leaves_the_newest_entries_below_the_point() {
+        let mut log = log_of(Zxid::ZERO, &[(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]);
+        log.compact_keeping(Zxid::new(1, 4), 2);
+        assert_eq!(log.base(), Zxid::new(1, 2));
+        assert_eq!(log.len(), 3);
+        assert!(log.has(Zxid::new(1, 2)) && log.get(Zxid::new(1, 3)).is_some());
+        log.compact_keeping(Zxid::new(1, 4), 5);
+        assert_eq!(log.len(), 3, "keeping more than it holds forgets nothing");
+        log.compact_keeping(Zxid::new(2, 1), 0);
+        assert_eq!((log.base(), log.len()), (Zxid::new(2, 1), 0));
     }
 
     #[test]

@@ -138,6 +138,12 @@ pub enum Message {
     Proposal {
         /// The epoch.
         epoch: Epoch,
+        /// The zxid before the first entry in the leader's log (zero from a
+        /// member that predates it: unchecked). A new epoch's first entry
+        /// follows any zxid of an older one, so without it a follower that
+        /// lost the end of an epoch would take the next epoch's entries as
+        /// the continuation of its log.
+        prev: Zxid,
         /// The entries.
         entries: Vec<Entry>,
     },

@@ -27,6 +27,19 @@ pub mod log;
 pub mod message;
 mod persist;
 
+/// `entries` as PROPOSAL messages of at most `batch` entries each, each
+/// naming the zxid before its first entry (`prev` for the first).
+fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) -> Vec<Message> {
+    entries
+        .chunks(batch.max(1))
+        .map(|chunk| {
+            let msg = Message::Proposal { epoch, prev, entries: chunk.to_vec() };
+            prev = chunk.last().map_or(prev, |e| e.zxid);
+            msg
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -455,8 +468,13 @@ impl Peer {
     /// The leader keeps them around for syncing followers by DIFF, so call it
     /// with a point some distance behind the newest snapshot.
     pub fn compact(&mut self, zxid: Zxid) {
+        self.compact_keeping(zxid, 0);
+    }
+
+    /// As [`Peer::compact`], keeping the newest `keep` entries up to `zxid`.
+    pub fn compact_keeping(&mut self, zxid: Zxid, keep: usize) {
         let upto = zxid.min(self.committed);
-        self.log.compact(upto);
+        self.log.compact_keeping(upto, keep);
     }
 
     fn send(&mut self, to: ServerId, msg: Message) {
@@ -482,9 +500,11 @@ impl Peer {
         if let State::Leading(l) = &self.state {
             let epoch = l.epoch;
             let receivers = l.broadcast_targets();
-            for chunk in entries.chunks(self.config.max_batch_entries.max(1)) {
+            // Not empty (checked above), and appended to the log already.
+            let prev = entries.first().map_or(self.log.last_zxid(), |e| self.log.before(e.zxid));
+            for msg in proposals(epoch, prev, &entries, self.config.max_batch_entries.max(1)) {
                 for &to in &receivers {
-                    self.send(to, Message::Proposal { epoch, entries: chunk.to_vec() });
+                    self.send(to, msg.clone());
                 }
             }
         }

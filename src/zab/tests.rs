@@ -408,12 +408,10 @@ fn t90_lost_snap_does_not_graft_onto_an_uncommitted_tail() {
     let _ = committed;
 }
 
-/// A follower whose SNAP sync breaks off keeps its whole log: it may hold
-/// committed entries the leader's snapshot point is behind (found by
-/// simulation seed 0x5eed007b, which then elected a leader missing one).
-#[test]
-fn t90_interrupted_snap_sync_loses_nothing() {
-    let entries: Vec<Entry> = (1..=5).map(|c| Entry::new(Zxid::new(1, c), txn(c as i32))).collect();
+/// Peer 2 holding entries (1,1)..(1,`last`) of epoch 1, following peer 3
+/// (elected with (1,5)) into `epoch`, its ACKEPOCH sent: waiting for DIFF or SNAP.
+fn following_3(last: u32, epoch: Epoch) -> Peer {
+    let entries: Vec<Entry> = (1..=last).map(|c| Entry::new(Zxid::new(1, c), txn(c as i32))).collect();
     let durable = Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: Zxid::ZERO, entries };
     let mut peer = Peer::new(config(2, 3), durable);
     peer.take_actions();
@@ -423,9 +421,18 @@ fn t90_interrupted_snap_sync_loses_nothing() {
     }
     peer.handle(Input::Tick);
     assert_eq!(peer.status().role, Role::Following);
-    peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch: 2 } });
+    peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch } });
     peer.handle(Input::Persisted { seq: 1 });
     peer.take_actions();
+    peer
+}
+
+/// A follower whose SNAP sync breaks off keeps its whole log: it may hold
+/// committed entries the leader's snapshot point is behind (found by
+/// simulation seed 0x5eed007b, which then elected a leader missing one).
+#[test]
+fn t90_interrupted_snap_sync_loses_nothing() {
+    let mut peer = following_3(5, 2);
     // SNAP at the leader's commit point (1,2); the entries after it never arrive.
     peer.handle(Input::Message { from: 3, msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![] } });
     let actions = peer.take_actions();
@@ -457,7 +464,8 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     peer.take_actions();
     peer.handle(Input::Message { from: 3, msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![] } });
     let next = Entry::new(Zxid::new(1, 3), txn(3));
-    peer.handle(Input::Message { from: 3, msg: Message::Proposal { epoch: 2, entries: vec![next.clone()] } });
+    let proposal = Message::Proposal { epoch: 2, prev: Zxid::new(1, 2), entries: vec![next.clone()] };
+    peer.handle(Input::Message { from: 3, msg: proposal });
     assert!(peer.take_actions().is_empty());
     peer.handle(Input::Message { from: 3, msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 3) } });
     let actions = peer.take_actions();
@@ -608,4 +616,24 @@ fn a_follower_that_promised_a_later_epoch_rejoins_under_a_new_one() {
     let zxid = c.propose(1);
     c.settle(2);
     assert!(c.nodes[&follower].applied.contains(&zxid), "the follower that was out applies new writes");
+}
+
+/// A follower that lost the end of an old epoch from a DIFF must not take
+/// the next epoch's first entry as its continuation: (3,1) follows any
+/// zxid of epoch 1 by the epoch rule alone. Found by simulation seed
+/// 1592594729, where a follower then applied (0x15,1) right after (0x12,1).
+#[test]
+fn a_diff_that_lost_an_epochs_end_is_refused() {
+    let mut peer = following_3(2, 3);
+    let diff = Message::Diff { epoch: 3, truncate_to: None, from: Zxid::new(1, 2), committed: Zxid::new(1, 5) };
+    peer.handle(Input::Message { from: 3, msg: diff });
+    // The PROPOSAL with (1,3)..(1,5) is lost; the new epoch's arrives.
+    let next = Entry::new(Zxid::new(3, 1), txn(6));
+    let proposal = Message::Proposal { epoch: 3, prev: Zxid::new(1, 5), entries: vec![next] };
+    peer.handle(Input::Message { from: 3, msg: proposal });
+    assert_eq!(peer.status().role, Role::Looking, "the gap is seen");
+    assert_eq!(peer.last_logged(), Zxid::new(1, 2), "nothing grafted onto the log");
+    let persisted =
+        peer.take_actions().into_iter().any(|a| matches!(a, Action::Io(Io::Persist { op: StorageOp::Append(_), .. })));
+    assert!(!persisted, "nothing appended");
 }
