@@ -262,10 +262,9 @@ impl SledStorage {
                     });
                 }
                 let holds_data = [&self.log, &self.meta].iter().any(|t| !t.is_empty())
-                    || [CHUNK_TREE, INDEX_TREE].iter().any(|name| {
-                        self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes())
-                            && self.db.open_tree(name).is_ok_and(|t| !t.is_empty())
-                    });
+                    || [CHUNK_TREE, INDEX_TREE]
+                        .iter()
+                        .any(|name| self.holds_tree(name) && self.db.open_tree(name).is_ok_and(|t| !t.is_empty()));
                 if holds_data {
                     return Err(StorageError::CorruptMeta {
                         key: FORMAT_KEY,

@@ -271,9 +271,7 @@ impl SledStorage {
     /// database into the snapshot database. Idempotent: a crash part way
     /// leaves the old trees, and the next open copies them again.
     pub(super) fn move_snapshots_out(&self) -> Result<(), StorageError> {
-        let names = self.db.tree_names();
-        let held = |name: &str| names.iter().any(|n| n.as_ref() == name.as_bytes());
-        if !held(CHUNK_TREE) && !held(INDEX_TREE) {
+        if !self.holds_tree(CHUNK_TREE) && !self.holds_tree(INDEX_TREE) {
             return Ok(());
         }
         let old_chunks = self.db.open_tree(CHUNK_TREE).map_err(io("open: old snapshot tree"))?;
@@ -299,6 +297,12 @@ impl SledStorage {
         self.db.flush().map_err(io("open: flushing"))?;
         tracing::info!(snapshots = moved, dir = %self.snaps.path.display(), "moved snapshots into their own database");
         Ok(())
+    }
+
+    /// Whether the log's database holds the tree `name` (asked by name:
+    /// opening a tree sled lacks would create it).
+    pub(super) fn holds_tree(&self, name: &str) -> bool {
+        self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes())
     }
 
     /// Drops chunks that no marker covers: a snapshot write a crash cut short.
