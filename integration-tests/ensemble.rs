@@ -362,43 +362,82 @@ fn killing_the_leader_under_load_loses_no_acknowledged_write_and_keeps_live_sess
     assert_none_stopped(&mut ensemble);
 }
 
+/// Kills `follower`, then creates `batches` x 50 children `/load/{prefix}-*`
+/// through `c` while it is down.
+async fn write_with_a_follower_down(ensemble: &mut Ensemble, c: &Client, follower: u64, prefix: &str, batches: usize) {
+    let acl = Acl::open_unsafe();
+    c.create("/load", b"", CreateMode::Persistent, &acl).await.expect("create /load");
+    blocking(|| ensemble.kill(follower));
+    for batch in 0..batches {
+        let creates = (0..50).map(|i| {
+            let (c, acl) = (c.clone(), acl.clone());
+            async move { c.create(&format!("/load/{prefix}-{batch}-{i:02}"), b"v", CreateMode::Persistent, &acl).await }
+        });
+        for r in join_all(creates).await {
+            r.expect("create while a follower is down");
+        }
+    }
+}
+
+/// Restarts `follower` under a write load through `leader`, so proposals
+/// arrive during its sync too; what the writer did, once every member serves.
+async fn rejoin_under_load(ensemble: &mut Ensemble, leader: u64, follower: u64) -> WriteLog {
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn(write_until(connect(&ensemble.grpc(&[leader])).await, "during".into(), stop.clone()));
+    blocking(|| ensemble.spawn(follower));
+    within_for(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Release);
+    let log = within_for(30, "writer stops", writer).await.expect("writer");
+    assert!(!log.acked.is_empty());
+    log
+}
+
+#[test]
+fn a_member_behind_what_the_leader_holds_in_memory_catches_up_by_diff_from_storage() {
+    let _serial = serial();
+    let extra = "resident_log_entries = 10".to_string();
+    let mut ensemble = Ensemble::start_with(Settings { size: 3, extra, ..Settings::default() });
+    let rt = runtime();
+    rt.block_on(async {
+        let leader = ensemble.leader(Duration::from_secs(10)).await;
+        let follower = others(&ensemble, &[leader])[0];
+        let c = connect(&ensemble.grpc(&[leader])).await;
+        // Twenty times what the leader holds in memory.
+        write_with_a_follower_down(&mut ensemble, &c, follower, "d", 4).await;
+        let log = rejoin_under_load(&mut ensemble, leader, follower).await;
+
+        let from_storage = log_lines(&ensemble, leader, &["DIFF from storage", &format!("follower={follower}")]);
+        assert!(
+            !from_storage.is_empty(),
+            "no DIFF read from storage; the leader's log:\n{}",
+            plain_log(&ensemble, leader)
+        );
+        let snaps = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]);
+        assert!(snaps.is_empty(), "a DIFF was enough, yet the leader sent a snapshot: {snaps:?}");
+        let held = check_no_acked_write_lost(&ensemble, &ensemble.ids(), &[log]).await;
+        assert_eq!(held.iter().filter(|p| p.starts_with("d-")).count(), 200);
+        c.close().await.expect("close");
+    });
+    assert_none_stopped(&mut ensemble);
+}
+
 #[test]
 fn a_member_behind_the_leaders_log_catches_up_by_snapshot() {
     let _serial = serial();
     let mut ensemble = Ensemble::start_with(Settings { size: 3, snapshot_every: 50, ..Settings::default() });
     let rt = runtime();
     rt.block_on(async {
-        let acl = Acl::open_unsafe();
         let leader = ensemble.leader(Duration::from_secs(10)).await;
         let follower = others(&ensemble, &[leader])[0];
         let c = connect(&ensemble.grpc(&[leader])).await;
-        c.create("/load", b"", CreateMode::Persistent, &acl).await.expect("create /load");
-        blocking(|| ensemble.kill(follower));
-        // Far more than two snapshot intervals: the leader keeps entries in
-        // memory only back to its second newest snapshot.
-        for batch in 0..8 {
-            let creates = (0..50).map(|i| {
-                let c = c.clone();
-                let acl = acl.clone();
-                async move { c.create(&format!("/load/s-{batch}-{i:02}"), b"v", CreateMode::Persistent, &acl).await }
-            });
-            for r in join_all(creates).await {
-                r.expect("create while a follower is down");
-            }
-        }
+        // Far more than two snapshot intervals: a DIFF reaches back only to
+        // the leader's second newest snapshot.
+        write_with_a_follower_down(&mut ensemble, &c, follower, "s", 8).await;
         let leader_status = ensemble.status(leader).await.expect("status");
         assert!(leader_status.last_snapshot_zxid > 0, "the leader took snapshots");
-
-        // Restart under a write load, so proposals arrive during the SNAP sync too.
-        let stop = Arc::new(AtomicBool::new(false));
-        let writer = tokio::spawn(write_until(connect(&ensemble.grpc(&[leader])).await, "during".into(), stop.clone()));
         let snaps_before = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]).len();
-        blocking(|| ensemble.spawn(follower));
-        within_for(30, "all serving", ensemble.wait_serving_async(&ensemble.ids(), Duration::from_secs(30))).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        stop.store(true, Ordering::Release);
-        let log = within_for(30, "writer stops", writer).await.expect("writer");
-        assert!(!log.acked.is_empty());
+        let log = rejoin_under_load(&mut ensemble, leader, follower).await;
 
         let snaps = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]);
         assert!(

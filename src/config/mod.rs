@@ -64,6 +64,7 @@ struct FileConfig {
     max_session_timeout_ms: Option<i32>,
     snapshot_every: Option<u64>,
     snapshots_retained: Option<usize>,
+    resident_log_entries: Option<usize>,
     max_data_bytes: Option<usize>,
     disk_reserve_bytes: Option<u64>,
     data_dir: Option<String>,
@@ -202,6 +203,9 @@ pub struct ServerConfig {
     pub snapshot_every: u64,
     /// Snapshots kept on disk (older ones and the log before them are purged).
     pub snapshots_retained: usize,
+    /// Committed entries held decoded in memory; a DIFF reaching further
+    /// back reads the rest from the stored log (ZooKeeper's commitLogCount).
+    pub resident_log_entries: usize,
     /// Largest node data, bytes (jute.maxbuffer).
     pub max_data_bytes: usize,
     /// Free space the data directory's filesystem keeps: below it, a leader
@@ -414,6 +418,10 @@ impl ServerConfig {
         if snapshot_every == 0 {
             return Err(invalid("snapshot_every", "must be at least 1"));
         }
+        let resident_log_entries = file.resident_log_entries.unwrap_or(crate::zab::RESIDENT_LOG_ENTRIES);
+        if resident_log_entries == 0 {
+            return Err(invalid("resident_log_entries", "must be at least 1"));
+        }
         let snapshots_retained = file.snapshots_retained.unwrap_or(3);
         if snapshots_retained == 0 {
             return Err(invalid("snapshots_retained", "must be at least 1"));
@@ -622,6 +630,7 @@ impl ServerConfig {
             max_session_timeout_ms,
             snapshot_every,
             snapshots_retained,
+            resident_log_entries,
             max_data_bytes,
             disk_reserve_bytes: file.disk_reserve_bytes.unwrap_or(DEFAULT_DISK_RESERVE_BYTES),
             four_letter_words,
@@ -700,6 +709,10 @@ grpc_addr = "127.0.0.1:3183"
         assert!(err(&minmax, Some(1)).contains("max_session_timeout_ms"));
         let words = THREE.replace("tick_ms = 50", "four_letter_words = [\"kill\"]");
         assert!(err(&words, Some(1)).contains("four_letter_words[0]"));
+        let resident = THREE.replace("tick_ms = 50", "resident_log_entries = 0");
+        assert!(err(&resident, Some(1)).contains("`resident_log_entries`"));
+        let c = ServerConfig::parse(&THREE.replace("tick_ms = 50", "resident_log_entries = 20"), Some(1)).unwrap();
+        assert_eq!(c.resident_log_entries, 20);
     }
 
     #[test]

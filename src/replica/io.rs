@@ -62,6 +62,15 @@ pub enum Input {
     SnapshotSaved {
         /// Its zxid.
         zxid: Zxid,
+        /// The oldest snapshot storage keeps after purging: the stored log
+        /// reaches back to it and no further.
+        log_floor: Zxid,
+    },
+    /// Storage dropped its log up to `log_floor` (an operator's purge): a
+    /// DIFF can no longer reach below it.
+    LogPurged {
+        /// The oldest snapshot storage keeps.
+        log_floor: Zxid,
     },
     /// Writing the snapshot requested by [`Output::TakeSnapshot`] failed;
     /// the log still holds everything, and the next one is taken when due.

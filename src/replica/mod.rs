@@ -63,10 +63,6 @@ pub struct Config {
     pub limits: Limits,
     /// Take a snapshot after this many applied transactions (0: never).
     pub snapshot_every: u64,
-    /// Entries a saved snapshot leaves in the in-memory log below it (at
-    /// most those since the snapshot before it), for syncing a follower
-    /// that is a little behind by DIFF rather than SNAP.
-    pub log_kept_below_snapshot: usize,
     /// Check containers and TTL nodes every this many ticks.
     pub reap_interval_ticks: u64,
     /// How long a connect may wait for this replica to serve (an election in
@@ -77,16 +73,6 @@ pub struct Config {
     /// The digest id (`user:base64 sha1`) whose holder is the superuser.
     pub super_digest: Option<String>,
 }
-
-/// Default of [`Config::log_kept_below_snapshot`]. The in-memory log used to
-/// reach back to the snapshot before the newest: 100 000-200 000 decoded
-/// entries (~300 B each) with the default snapshot interval, 30-60 B per
-/// znode at 1 M znodes. 20 000 entries (~6 MB) still cover a follower that
-/// restarts or reconnects within a second or two of a busy ensemble's
-/// snapshot; one further behind gets SNAP, as it did below the older snapshot.
-/// ZooKeeper keeps 500 in memory and reads older ones from its log files;
-/// DIFF from sled is not built.
-pub const LOG_KEPT_BELOW_SNAPSHOT: usize = 20_000;
 
 impl Config {
     /// Defaults for an ensemble of `voters` with a tick of `tick_ms`.
@@ -99,7 +85,6 @@ impl Config {
             max_session_timeout_ms: ms(20),
             limits: Limits::default(),
             snapshot_every: 100_000,
-            log_kept_below_snapshot: LOG_KEPT_BELOW_SNAPSHOT,
             reap_interval_ticks: 10,
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
@@ -262,11 +247,13 @@ impl Replica {
                 self.zab.handle(zab::Input::Persisted { seq });
                 self.release_snapshot();
             }
-            Input::SnapshotSaved { zxid } => {
+            Input::SnapshotSaved { zxid, log_floor } => {
+                // Followers a snapshot's worth behind still get a DIFF (read
+                // back from storage), as long as storage keeps the log.
                 let previous = self.snapshots.saved(zxid);
-                self.zab.compact(previous);
-                self.zab.compact_keeping(zxid, self.config.log_kept_below_snapshot);
+                self.zab.compact(previous.max(log_floor));
             }
+            Input::LogPurged { log_floor } => self.zab.compact(log_floor),
             Input::SnapshotFailed => self.snapshots.failed(),
             Input::DiskSpace { low } => self.disk_low = low,
             Input::Connect { conn, request, new_password, identities } => {

@@ -94,6 +94,12 @@ impl Ensemble {
             for out in outputs {
                 match out {
                     Output::Zab(Io::Send { to, msg }) => self.queue.push_back((id, to, msg)),
+                    Output::Zab(io @ Io::SendStored { .. }) => {
+                        let (to, msgs) = zab::stored_proposals(&self.nodes[&id].durable.log, &io);
+                        for msg in msgs {
+                            self.queue.push_back((id, to, msg));
+                        }
+                    }
                     Output::Zab(Io::Persist { seq, op }) => {
                         let node = self.nodes.get_mut(&id).unwrap();
                         if node.hold {
@@ -674,13 +680,13 @@ fn without_a_quorum_a_waiting_connect_is_refused_after_the_catch_up_time() {
     }
 }
 
-/// The leader's in-memory log after two snapshots are saved, with `keep`
-/// entries kept below a snapshot: (entries held, entries above the newest
-/// snapshot, entries above the older one).
-fn log_after_two_snapshots(keep: usize) -> (usize, usize, usize) {
+/// The leader's log after two snapshots are saved, with storage keeping
+/// snapshots from the `oldest_kept`-th of them: (entries held in memory,
+/// entries in the log, its base, the snapshots' zxids).
+fn log_after_two_snapshots(oldest_kept: usize) -> (usize, usize, Zxid, Vec<Zxid>) {
     let mut e = Ensemble::new_with(3, |c| {
         c.snapshot_every = 10;
-        c.log_kept_below_snapshot = keep;
+        c.zab.resident_log_entries = 4;
     });
     let leader = e.leader();
     let (c, _, _) = e.connect(leader);
@@ -692,26 +698,28 @@ fn log_after_two_snapshots(keep: usize) -> (usize, usize, usize) {
         e.settle(1);
         let node = e.nodes.get_mut(&leader).unwrap();
         let (zxid, _) = *node.snapshots.last().expect("a snapshot was asked for");
-        node.replica.handle(Input::SnapshotSaved { zxid });
         saved.push(zxid);
+        let log_floor = saved[saved.len().min(oldest_kept + 1) - 1];
+        node.replica.handle(Input::SnapshotSaved { zxid, log_floor });
     }
     for i in 0..3 {
         e.call(c, create(&format!("/after-{i}"), CreateMode::Persistent)).unwrap();
     }
     let log = e.nodes[&leader].replica.zab().log();
-    (log.len(), log.count_after(saved[1]), log.count_after(saved[0]))
+    (log.len(), log.len() + log.stored_len(), log.base(), saved)
 }
 
 #[test]
-fn a_saved_snapshot_leaves_a_bounded_log_in_memory() {
-    // The log since the snapshot before last used to stay in memory: 30-60 B
-    // per znode at 1 M znodes. Now at most `keep` entries below the newest.
-    let (held, above_newest, _) = log_after_two_snapshots(4);
-    assert!(above_newest >= 3, "the writes after the snapshot are held");
-    assert_eq!(held, above_newest + 4, "four entries kept below the newest snapshot");
-    // With room for more, the older snapshot still bounds what is kept.
-    let (held, _, above_older) = log_after_two_snapshots(1000);
-    assert_eq!(held, above_older, "nothing below the snapshot before the newest");
+fn the_log_holds_few_entries_in_memory_and_reaches_back_as_far_as_storage_does() {
+    // Up to two snapshots' worth of decoded entries used to stay in memory:
+    // 30-60 B per znode at 1 M znodes. Now a few are held, the rest stored.
+    let (held, total, base, saved) = log_after_two_snapshots(0);
+    assert!(held <= 8, "at most twice the resident entries held, not {held}");
+    assert!(total > held, "older entries are stored");
+    assert_eq!(base, saved[0], "a DIFF reaches back to the snapshot before the newest");
+    // Storage keeping only the newest snapshot keeps the log only after it.
+    let (_, _, base, saved) = log_after_two_snapshots(1);
+    assert_eq!(base, saved[1], "no DIFF from a log storage purged");
 }
 
 #[test]

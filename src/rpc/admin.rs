@@ -346,7 +346,10 @@ impl pb::admin_server::Admin for AdminService {
             return Err(Status::invalid_argument("keep must be at least 1: a member always keeps a snapshot"));
         }
         let storage = self.handle.storage.clone();
-        let report = blocking(move || storage.purge(keep as usize)).await?;
+        let (report, log_floor) = blocking(move || Ok((storage.purge(keep as usize)?, storage.log_floor()?))).await?;
+        // A DIFF must no longer reach into what was purged.
+        let purged = Event::Input(crate::replica::Input::LogPurged { log_floor });
+        self.handle.events.send(purged).await.map_err(|_| unavailable())?;
         tracing::info!(
             keep,
             snapshots = report.snapshots_removed,

@@ -21,11 +21,12 @@ mod tests;
 use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
-use crate::ids::Zxid;
+use crate::ids::{Epoch, ServerId, Zxid};
 use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
 use crate::tree::snapshot;
+use crate::zab::message::EpochRange;
 use crate::zab::{self as zab, Io, Role, Status};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,6 +76,7 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.limits.max_watches_per_session = config.limits.max_watches_per_session;
     c.super_digest = config.super_digest.clone();
     c.snapshot_every = config.snapshot_every;
+    c.zab.resident_log_entries = config.resident_log_entries;
     c
 }
 
@@ -277,7 +279,7 @@ impl Owner {
         match event {
             Event::Input(input) => {
                 match &input {
-                    Input::SnapshotSaved { zxid } => {
+                    Input::SnapshotSaved { zxid, .. } => {
                         tracing::info!(zxid = %zxid, "snapshot saved");
                         self.last_snapshot_error = None;
                         for w in self.snapshot_waiters.drain(..) {
@@ -371,9 +373,15 @@ impl Owner {
                 break;
             }
             let mut stuck = Vec::new();
+            let mut purged = None;
             for output in outputs {
                 match output {
                     Output::Zab(Io::Send { to, msg }) => self.transport.send(to, msg),
+                    Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
+                        if let Err(e) = self.send_stored(to, epoch, after, &ranges, batch) {
+                            purged = Some(e);
+                        }
+                    }
                     Output::Zab(Io::Persist { seq, op }) => {
                         if let (zab::StorageOp::Append(entries), Role::Leading) = (&op, self.replica.status().role) {
                             let now = std::time::Instant::now();
@@ -394,6 +402,9 @@ impl Owner {
                 self.conns.remove(&conn);
                 self.replica.handle(Input::Disconnect { conn });
             }
+            if let Some(log_floor) = purged {
+                self.replica.handle(Input::LogPurged { log_floor });
+            }
         }
         if !batch.is_empty() {
             if let Some(tx) = &self.storage_tx {
@@ -402,6 +413,36 @@ impl Owner {
         }
         for conn in self.leaving.drain(..) {
             self.conns.remove(&conn);
+        }
+    }
+
+    /// Sends follower `to` the stored entries of a DIFF (`ranges`, after
+    /// `after`), read back from storage here, between the messages before
+    /// and after it. Storage that lost some (an operator's purge) gets
+    /// nothing sent: the follower refuses what follows for its gap and syncs
+    /// again; the error is where the log now starts, for the core to learn.
+    fn send_stored(
+        &mut self,
+        to: ServerId,
+        epoch: Epoch,
+        after: Zxid,
+        ranges: &[EpochRange],
+        batch: usize,
+    ) -> Result<(), Zxid> {
+        let up_to = ranges.last().map_or(after, |r| r.last);
+        match self.storage.read_span(ranges) {
+            Ok(entries) => {
+                tracing::info!(follower = to, %after, %up_to, entries = entries.len(), "DIFF from storage");
+                for msg in zab::proposals(epoch, after, &entries, batch) {
+                    self.transport.send(to, msg);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let floor = self.storage.log_floor().unwrap_or(up_to).max(up_to);
+                tracing::warn!(follower = to, error = %e, log_floor = %floor, "DIFF from storage failed");
+                Err(floor)
+            }
         }
     }
 
@@ -471,12 +512,16 @@ impl Owner {
             let zxid = state.last_zxid();
             let started = std::time::Instant::now();
             let mut chunks = snapshot::Chunks::new(&state, crate::storage::sled_store::SNAPSHOT_CHUNK_BYTES);
-            let event = match storage.save_snapshot_from(zxid, &mut chunks).and_then(|_| storage.purge(retained)) {
-                Ok(purged) => {
+            let saved = storage
+                .save_snapshot_from(zxid, &mut chunks)
+                .and_then(|_| storage.purge(retained))
+                .and_then(|purged| Ok((purged, storage.log_floor()?)));
+            let event = match saved {
+                Ok((purged, log_floor)) => {
                     let info = chunks.info();
                     metrics.snapshot_written(info.bytes, started.elapsed());
                     tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
-                    Event::Input(Input::SnapshotSaved { zxid })
+                    Event::Input(Input::SnapshotSaved { zxid, log_floor })
                 }
                 Err(e) => {
                     metrics.snapshot_failed();

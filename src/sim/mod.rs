@@ -23,7 +23,7 @@ use crate::replica::{self, AppliedRecord, Input, Output, Replica};
 use crate::storage::mem_store::MemStorage;
 use crate::storage::Storage;
 use crate::tree::{snapshot, TreeState};
-use crate::zab::{Io, Role};
+use crate::zab::{self, Io, Role};
 use invariants::{Oracle, Violation};
 use network::{Faults, Network};
 use rand::rngs::StdRng;
@@ -161,6 +161,10 @@ pub struct Report {
     pub acked_writes: usize,
     /// Messages delivered.
     pub delivered: u64,
+    /// DIFFs that sent entries read back from storage.
+    pub stored_diffs: usize,
+    /// DIFFs from storage that found their entries purged.
+    pub stored_reads_lost: usize,
 }
 
 /// A failed run: the seed to replay and what broke.
@@ -276,9 +280,9 @@ impl Simulation {
     fn replica_config(&self, id: ServerId) -> replica::Config {
         let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
         c.snapshot_every = self.options.snapshot_every;
-        // Fewer than a snapshot interval, so compaction below the newest
-        // snapshot (and the SNAPs it brings) happens in every schedule.
-        c.log_kept_below_snapshot = 15;
+        // Far fewer than a snapshot interval, so every DIFF of more than a
+        // few entries reads most of them back from storage.
+        c.zab.resident_log_entries = 3;
         c.min_session_timeout_ms = 1000;
         c.max_session_timeout_ms = 4000;
         c.snapshot_chunk_bytes = 512;
@@ -442,6 +446,27 @@ impl Simulation {
                         let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
                         self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg)
                     }
+                    Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
+                        // As the server does: the entries, or where the log now starts.
+                        let node = self.nodes.get_mut(&id).expect("node exists");
+                        match node.storage.read_span(&ranges) {
+                            Ok(entries) => {
+                                self.report.stored_diffs += 1;
+                                let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
+                                for msg in zab::proposals(epoch, after, &entries, batch) {
+                                    self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg);
+                                }
+                            }
+                            Err(_) => {
+                                self.report.stored_reads_lost += 1;
+                                let up_to = ranges.last().map_or(after, |r| r.last);
+                                let log_floor = node.storage.log_floor().unwrap_or(up_to).max(up_to);
+                                if let Some(r) = node.replica.as_mut() {
+                                    r.handle(Input::LogPurged { log_floor });
+                                }
+                            }
+                        }
+                    }
                     Output::Zab(Io::Persist { seq, op }) => {
                         let node = self.nodes.get_mut(&id).expect("node exists");
                         node.storage
@@ -470,8 +495,15 @@ impl Simulation {
                         let node = self.nodes.get_mut(&id).expect("node exists");
                         node.storage.save_snapshot(zxid, &chunks).map_err(|e| Violation::NoProgress(e.to_string()))?;
                         node.storage.purge(2).map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        let log_floor = node.storage.log_floor().map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        // Now and then an operator purges down to the newest
+                        // snapshot unannounced, so a DIFF from storage finds
+                        // its entries gone.
+                        if self.heal_at.is_none() && self.later_faults.random_bool(0.1) {
+                            node.storage.purge(1).map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        }
                         if let Some(r) = node.replica.as_mut() {
-                            r.handle(Input::SnapshotSaved { zxid });
+                            r.handle(Input::SnapshotSaved { zxid, log_floor });
                         }
                     }
                     Output::Status(status) => {

@@ -31,13 +31,16 @@ fn run_all(nodes: u64, default: u64) {
                 total.liveness_checks += r.liveness_checks;
                 total.acked_writes += r.acked_writes;
                 total.epochs += r.epochs;
+                total.stored_diffs += r.stored_diffs;
+                total.stored_reads_lost += r.stored_reads_lost;
             }
             Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test --lib sim::tests", f.seed),
         }
     }
     println!(
         "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks, \
-         {} failed flushes, {} failed snapshots, {} slow members, {} disks short of space, {} liveness windows checked",
+         {} failed flushes, {} failed snapshots, {} slow members, {} disks short of space, {} liveness windows checked, \
+         {} DIFFs from storage, {} of them purged away",
         seeds.len(),
         total.committed,
         total.acked_writes,
@@ -49,7 +52,9 @@ fn run_all(nodes: u64, default: u64) {
         total.snapshot_faults,
         total.slow,
         total.disk_low,
-        total.liveness_checks
+        total.liveness_checks,
+        total.stored_diffs,
+        total.stored_reads_lost
     );
     assert!(total.acked_writes > 0, "the workload made no progress at all");
 }

@@ -9,7 +9,7 @@ use crate::acl::Acl;
 use crate::ids::{SessionId, Zxid};
 use crate::tree::{snapshot, DataTree, TreeState};
 use crate::txn::{Entry, Txn, TxnBody};
-use crate::zab::StorageOp;
+use crate::zab::{EpochRange, StorageOp};
 use bytes::Bytes;
 
 /// A store under test and what a test can do to it from outside.
@@ -392,6 +392,32 @@ fn scans_both_ways_and_stops_when_told(h: &mut impl Harness) {
     assert!(scan(Scan::Back(Zxid::ZERO), 100).is_empty());
 }
 
+fn reads_back_exact_spans_and_says_where_the_log_starts(h: &mut impl Harness) {
+    // Epoch 1, then epoch 3: a log missing epoch 3 still "continues" from
+    // epoch 1 by the epoch rule, and must not pass for it.
+    let log: Vec<Zxid> = (1..=6).map(z).chain((1..=4).map(|c| Zxid::new(3, c))).collect();
+    let history = History::new(log.clone());
+    append(h.store(), history.entries.clone());
+    h.store().flush().expect("flush");
+    let span = |first: Zxid, last: Zxid| EpochRange { epoch: first.epoch(), first, last };
+    let whole = [span(z(3), z(6)), span(Zxid::new(3, 1), Zxid::new(3, 2))];
+    let read = h.store().read_span(&whole).expect("a span the log holds");
+    assert_eq!(zxids(&read), log[2..8].to_vec());
+    assert_eq!(h.store().read_span(&[]).expect("nothing asked"), vec![]);
+    let past_the_end = h.store().read_span(&[span(Zxid::new(3, 3), Zxid::new(3, 6))]);
+    assert!(matches!(past_the_end, Err(StorageError::NotHeld { .. })), "{past_the_end:?}");
+    assert_eq!(h.store().log_floor().expect("floor"), Zxid::ZERO, "no snapshot: the whole log");
+    h.store().save_snapshot(z(6), &history.chunks_at(z(6))).expect("snapshot");
+    h.store().purge(1).expect("purge");
+    assert_eq!(h.store().log_floor().expect("floor"), z(6));
+    let purged = h.store().read_span(&whole);
+    assert!(matches!(purged, Err(StorageError::NotHeld { .. })), "epoch 1 is gone: {purged:?}");
+    let skipping = h.store().read_span(&[span(z(5), z(6)), span(Zxid::new(3, 1), Zxid::new(3, 1))]);
+    assert!(matches!(skipping, Err(StorageError::NotHeld { .. })), "{skipping:?}");
+    let after = h.store().read_span(&[span(Zxid::new(3, 2), Zxid::new(3, 4))]).expect("what is left");
+    assert_eq!(zxids(&after), log[7..].to_vec());
+}
+
 fn snapshots_are_listed_with_counts_and_read_by_chunk(h: &mut impl Harness) {
     let history = History::epoch(1, 10);
     append(h.store(), history.entries.clone());
@@ -518,6 +544,7 @@ macro_rules! both {
             install_snapshot_drops_newer_snapshots,
             purge_keeps_newest,
             scans_both_ways_and_stops_when_told,
+            reads_back_exact_spans_and_says_where_the_log_starts,
             snapshots_are_listed_with_counts_and_read_by_chunk,
             recover_snapshot_and_later_entries,
             snapshot_ahead_of_log,

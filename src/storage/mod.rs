@@ -23,6 +23,7 @@ pub use crate::replica::Recovered;
 use crate::tree::snapshot::SnapshotError;
 use crate::txn::codec::CodecError;
 use crate::txn::Entry;
+use crate::zab::message::EpochRange;
 use crate::zab::StorageOp;
 use bytes::Bytes;
 
@@ -161,6 +162,16 @@ pub enum StorageError {
         /// Why it was refused.
         reason: String,
     },
+    /// The log no longer holds every entry of a stretch asked for (purged).
+    #[error("the log does not hold every entry from {first} to {last}: {detail}")]
+    NotHeld {
+        /// The stretch's first zxid.
+        first: Zxid,
+        /// Its last zxid.
+        last: Zxid,
+        /// What was found instead.
+        detail: String,
+    },
     /// A caller broke the contract (e.g. appended a zxid not above the last).
     #[error("invalid storage request: {0}")]
     Invalid(String),
@@ -219,6 +230,42 @@ pub trait Storage: Send + Sync {
             })?;
         }
         Ok(out)
+    }
+
+    /// Exactly the log entries of `ranges` (each epoch's from its first to
+    /// its last zxid), as a DIFF from storage sends them. A gap is an error:
+    /// the epoch rule alone would let a log missing a whole epoch pass.
+    fn read_span(&self, ranges: &[EpochRange]) -> Result<Vec<Entry>, StorageError> {
+        let mut wanted = ranges
+            .iter()
+            .flat_map(|r| (r.first.counter()..=r.last.counter()).map(move |c| Zxid::new(r.epoch, c)))
+            .peekable();
+        let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else { return Ok(Vec::new()) };
+        let not_held = |detail: String| StorageError::NotHeld { first: first.first, last: last.last, detail };
+        let mut out = Vec::new();
+        let mut broken = None;
+        self.scan_log(Scan::From(first.first), &mut |entry| match wanted.next() {
+            Some(zxid) if zxid == entry.zxid => {
+                out.push(entry);
+                wanted.peek().is_some()
+            }
+            Some(zxid) => {
+                broken = Some(format!("found {} where {zxid} belongs", entry.zxid));
+                false
+            }
+            None => false,
+        })?;
+        match (broken, wanted.next()) {
+            (Some(detail), _) => Err(not_held(detail)),
+            (None, Some(zxid)) => Err(not_held(format!("the log ends before {zxid}"))),
+            (None, None) => Ok(out),
+        }
+    }
+
+    /// The zxid the log is complete after: the oldest snapshot kept, which
+    /// a purge keeps the log from (zero without a snapshot).
+    fn log_floor(&self) -> Result<Zxid, StorageError> {
+        Ok(self.snapshots()?.first().map_or(Zxid::ZERO, |meta| meta.zxid))
     }
 
     /// Chunk `index` of the stored snapshot at `zxid`; None past its last

@@ -18,7 +18,7 @@
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
-use super::{proposals, Action, Message, Peer, Role, State, Status};
+use super::{proposals, Action, Io, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -397,6 +397,16 @@ impl Peer {
                 self.send(id, Message::Diff { epoch, truncate_to, from, committed });
                 from
             }
+        };
+        // What lies beyond the held entries comes back from storage first.
+        let ranges = self.log.stored_ranges_after(from);
+        let from = match ranges.last() {
+            Some(stored) => {
+                let up_to = stored.last;
+                self.outbox.push(Action::Io(Io::SendStored { to: id, epoch, after: from, ranges, batch }));
+                up_to
+            }
+            None => from,
         };
         for msg in proposals(epoch, from, &self.log.range(from, last), batch) {
             self.send(id, msg);

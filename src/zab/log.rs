@@ -1,16 +1,22 @@
-//! The in-memory view of a replica's transaction log: everything above its
-//! snapshot (the base), in zxid order. Durable copies live in `storage`; this
-//! is what synchronization reads to send a follower what it misses.
+//! A replica's transaction log as Zab sees it: everything above its
+//! snapshot (the base), in zxid order. The newest entries are held here; the
+//! older ones, once committed and durable, are only *stored* (in `storage`),
+//! and this keeps just their epoch ranges. Synchronization reads what a
+//! follower misses from both: held entries it sends itself, stored ones it
+//! asks the runtime to read back ([`super::Io::SendStored`]).
 
 use super::message::{EpochRange, LogSummary};
 use crate::ids::Zxid;
 use crate::txn::Entry;
 use std::collections::VecDeque;
 
-/// Entries after `base`, ascending, contiguous within each epoch.
+/// Entries after `base`, ascending, contiguous within each epoch: first the
+/// stored ones (ranges only), then the held ones.
 #[derive(Clone, Debug, Default)]
 pub struct Log {
     base: Zxid,
+    /// Durable in storage and no longer held: one range per epoch, ascending.
+    stored: Vec<EpochRange>,
     entries: VecDeque<Entry>,
 }
 
@@ -27,28 +33,63 @@ pub enum LogError {
     },
 }
 
+/// The zxid after `zxid` in the same epoch.
+fn next_in_epoch(zxid: Zxid) -> Zxid {
+    Zxid::new(zxid.epoch(), zxid.counter().wrapping_add(1))
+}
+
+/// How many zxids of `range` lie above `zxid`.
+fn count_above(range: &EpochRange, zxid: Zxid) -> usize {
+    if zxid < range.first {
+        (range.last.counter() - range.first.counter()) as usize + 1
+    } else if zxid >= range.last {
+        0
+    } else {
+        // Between first and last, so in the range's epoch.
+        (range.last.counter() - zxid.counter()) as usize
+    }
+}
+
+/// Adds `zxid` at the end of `ranges` (it follows the last one).
+fn push_zxid(ranges: &mut Vec<EpochRange>, zxid: Zxid) {
+    match ranges.last_mut() {
+        Some(r) if r.epoch == zxid.epoch() => r.last = zxid,
+        _ => ranges.push(EpochRange { epoch: zxid.epoch(), first: zxid, last: zxid }),
+    }
+}
+
 impl Log {
     /// A log holding `entries` above snapshot `base`.
     pub fn new(base: Zxid, entries: Vec<Entry>) -> Log {
-        Log { base, entries: entries.into() }
+        Log { base, stored: Vec::new(), entries: entries.into() }
     }
 
-    /// The snapshot point: entries up to it are not held here.
+    /// The snapshot point: entries up to it are not in this log.
     pub fn base(&self) -> Zxid {
         self.base
     }
 
     /// The last zxid (the base when empty).
     pub fn last_zxid(&self) -> Zxid {
-        self.entries.back().map_or(self.base, |e| e.zxid)
+        self.entries.back().map(|e| e.zxid).or(self.stored_last()).unwrap_or(self.base)
     }
 
-    /// Number of entries held.
+    /// The last stored (not held) zxid, if any entry is only stored.
+    pub fn stored_last(&self) -> Option<Zxid> {
+        self.stored.last().map(|r| r.last)
+    }
+
+    /// Number of entries held in memory.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Whether no entries are held.
+    /// Number of entries only stored.
+    pub fn stored_len(&self) -> usize {
+        self.stored.iter().map(|r| count_above(r, Zxid::ZERO)).sum()
+    }
+
+    /// Whether no entries are held in memory.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -81,32 +122,43 @@ impl Log {
         self.entries.binary_search_by(|e| e.zxid.cmp(&zxid))
     }
 
+    /// The stored range holding `zxid`, by index.
+    fn stored_at(&self, zxid: Zxid) -> Option<usize> {
+        self.stored.iter().position(|r| r.first <= zxid && zxid <= r.last)
+    }
+
     /// How many entries lie above `zxid` (a follower's lag behind this log).
     pub fn count_after(&self, zxid: Zxid) -> usize {
-        self.entries.len() - self.entries.partition_point(|e| e.zxid <= zxid)
+        let stored: usize = self.stored.iter().map(|r| count_above(r, zxid)).sum();
+        stored + self.entries.len() - self.entries.partition_point(|e| e.zxid <= zxid)
     }
 
     /// The zxid before the entry `zxid` (the base before the first); the
-    /// last zxid when `zxid` is not held.
+    /// last zxid when `zxid` is not in the log.
     pub fn before(&self, zxid: Zxid) -> Zxid {
         match self.position(zxid) {
-            Ok(0) => self.base,
+            Ok(0) => self.stored_last().unwrap_or(self.base),
             Ok(i) => self.entries[i - 1].zxid,
-            Err(_) => self.last_zxid(),
+            Err(_) => match self.stored_at(zxid) {
+                Some(i) if self.stored[i].first == zxid => i.checked_sub(1).map_or(self.base, |p| self.stored[p].last),
+                Some(_) => Zxid::new(zxid.epoch(), zxid.counter() - 1),
+                None => self.last_zxid(),
+            },
         }
     }
 
-    /// Whether `zxid` is the base or an entry.
+    /// Whether `zxid` is the base or an entry, held or stored.
     pub fn has(&self, zxid: Zxid) -> bool {
-        zxid == self.base || self.position(zxid).is_ok()
+        zxid == self.base || self.position(zxid).is_ok() || self.stored_at(zxid).is_some()
     }
 
-    /// The entry with this zxid, if held.
+    /// The held entry with this zxid.
     pub fn get(&self, zxid: Zxid) -> Option<&Entry> {
         self.position(zxid).ok().map(|i| &self.entries[i])
     }
 
-    /// Entries with zxid in `(after, up_to]`, in order.
+    /// Held entries with zxid in `(after, up_to]`, in order. Entries above
+    /// `after` that are only stored are not among them: see [`Log::stored_last`].
     pub fn range(&self, after: Zxid, up_to: Zxid) -> Vec<Entry> {
         let start = match self.position(after) {
             Ok(i) => i + 1,
@@ -121,49 +173,95 @@ impl Log {
             Ok(i) => i + 1,
             Err(i) => i,
         };
-        let dropped = self.entries.len().saturating_sub(keep);
+        let mut dropped = self.entries.len().saturating_sub(keep);
         self.entries.truncate(keep);
+        if self.entries.is_empty() {
+            // Only committed entries are stored, so no truncation should
+            // reach them; a cut there is still kept exact.
+            dropped += self.stored.iter().map(|r| count_above(r, zxid)).sum::<usize>();
+            self.stored.retain(|r| r.first <= zxid);
+            if let Some(r) = self.stored.last_mut() {
+                r.last = r.last.min(zxid);
+            }
+        }
         dropped
     }
 
     /// Replaces everything with a snapshot at `zxid`.
     pub fn reset(&mut self, zxid: Zxid) {
         self.base = zxid;
+        self.stored.clear();
         self.entries.clear();
     }
 
-    /// Forgets entries up to `zxid` (they are in a snapshot now).
+    /// Forgets entries up to `zxid` (a snapshot covers them and storage may
+    /// drop them): the base moves to the last of them.
     pub fn compact(&mut self, zxid: Zxid) {
-        self.compact_keeping(zxid, 0);
-    }
-
-    /// Forgets entries up to `zxid` but the newest `keep` of them.
-    pub fn compact_keeping(&mut self, zxid: Zxid, keep: usize) {
-        let covered = self.entries.partition_point(|e| e.zxid <= zxid);
-        let forget = covered.saturating_sub(keep);
-        if forget == 0 {
+        if zxid <= self.base {
             return;
         }
-        self.base = self.entries[forget - 1].zxid;
-        self.entries.drain(..forget);
-        // The deque would otherwise keep the slots of the largest log it held.
+        let mut base = self.base;
+        while let Some(r) = self.stored.first_mut() {
+            if r.last <= zxid {
+                base = r.last;
+                self.stored.remove(0);
+            } else {
+                if r.first <= zxid {
+                    base = zxid;
+                    r.first = next_in_epoch(zxid);
+                }
+                break;
+            }
+        }
+        let forget = self.entries.partition_point(|e| e.zxid <= zxid);
+        if forget > 0 {
+            base = self.entries[forget - 1].zxid;
+            self.entries.drain(..forget);
+            self.release_slots();
+        }
+        self.base = base;
+    }
+
+    /// Stops holding entries up to `zxid` but the newest `keep` of them:
+    /// they stay in the log as stored ones. The caller vouches that storage
+    /// holds them durably.
+    pub fn spill(&mut self, zxid: Zxid, keep: usize) {
+        let covered = self.entries.partition_point(|e| e.zxid <= zxid);
+        let spill = covered.saturating_sub(keep);
+        if spill == 0 {
+            return;
+        }
+        for entry in self.entries.drain(..spill) {
+            push_zxid(&mut self.stored, entry.zxid);
+        }
+        self.release_slots();
+    }
+
+    /// The deque would otherwise keep the slots of the largest log it held.
+    fn release_slots(&mut self) {
         if self.entries.capacity() > 2 * self.entries.len() + 1024 {
             self.entries.shrink_to_fit();
         }
     }
 
-    /// The epoch ranges of entries above `after`.
+    /// The epoch ranges of stored entries above `after`.
+    pub fn stored_ranges_after(&self, after: Zxid) -> Vec<EpochRange> {
+        let above = |r: &EpochRange| {
+            let first = if r.first > after { r.first } else { next_in_epoch(after) };
+            EpochRange { first, ..*r }
+        };
+        self.stored.iter().filter(|r| r.last > after).map(above).collect()
+    }
+
+    /// The epoch ranges of entries above `after`, stored and held alike.
     pub fn ranges_after(&self, after: Zxid) -> Vec<EpochRange> {
-        let mut ranges: Vec<EpochRange> = Vec::new();
+        let mut ranges = self.stored_ranges_after(after);
         let start = match self.position(after) {
             Ok(i) => i + 1,
             Err(i) => i,
         };
         for e in self.entries.iter().skip(start) {
-            match ranges.last_mut() {
-                Some(r) if r.epoch == e.zxid.epoch() => r.last = e.zxid,
-                _ => ranges.push(EpochRange { epoch: e.zxid.epoch(), first: e.zxid, last: e.zxid }),
-            }
+            push_zxid(&mut ranges, e.zxid);
         }
         ranges
     }
@@ -277,16 +375,52 @@ mod tests {
     }
 
     #[test]
-    fn compact_keeping_leaves_the_newest_entries_below_the_point() {
-        let mut log = log_of(Zxid::ZERO, &[(1, 1), (1, 2), (1, 3), (1, 4), (2, 1)]);
-        log.compact_keeping(Zxid::new(1, 4), 2);
-        assert_eq!(log.base(), Zxid::new(1, 2));
-        assert_eq!(log.len(), 3);
-        assert!(log.has(Zxid::new(1, 2)) && log.get(Zxid::new(1, 3)).is_some());
-        log.compact_keeping(Zxid::new(1, 4), 5);
-        assert_eq!(log.len(), 3, "keeping more than it holds forgets nothing");
-        log.compact_keeping(Zxid::new(2, 1), 0);
-        assert_eq!((log.base(), log.len()), (Zxid::new(2, 1), 0));
+    fn spilled_entries_stay_in_the_log_as_stored_ranges() {
+        let zxids = [(1, 1), (1, 2), (1, 3), (2, 1), (2, 2), (2, 3), (3, 1)];
+        let whole = log_of(Zxid::ZERO, &zxids);
+        let mut log = whole.clone();
+        log.spill(Zxid::new(2, 3), 2);
+        assert_eq!((log.len(), log.stored_len()), (3, 4), "the newest two up to (2,3) stay held");
+        assert_eq!(log.stored_last(), Some(Zxid::new(2, 1)));
+        assert_eq!(log.last_zxid(), Zxid::new(3, 1));
+        // Seen from outside, nothing changed but what is held.
+        assert_eq!(log.summary(), whole.summary(), "one range per epoch across the stored/held seam");
+        for after in [Zxid::ZERO, Zxid::new(1, 2), Zxid::new(1, 3), Zxid::new(2, 1), Zxid::new(2, 2)] {
+            assert_eq!(log.ranges_after(after), whole.ranges_after(after), "ranges after {after}");
+            assert_eq!(log.count_after(after), whole.count_after(after), "count after {after}");
+        }
+        for &(e, c) in &zxids {
+            let z = Zxid::new(e, c);
+            assert!(log.has(z), "{z} is in the log");
+            assert_eq!(log.before(z), whole.before(z), "before {z}");
+        }
+        assert!(log.get(Zxid::new(1, 3)).is_none() && log.get(Zxid::new(2, 2)).is_some());
+        assert_eq!(log.range(Zxid::new(2, 1), Zxid::new(3, 1)).len(), 3, "held entries after the stored ones");
+        log.spill(Zxid::new(1, 1), 0);
+        assert_eq!(log.stored_len(), 4, "spilling what is already stored changes nothing");
+    }
+
+    #[test]
+    fn compacting_moves_the_base_through_stored_and_held_entries() {
+        let mut log = log_of(Zxid::ZERO, &[(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]);
+        log.spill(Zxid::new(2, 1), 0);
+        log.compact(Zxid::new(1, 2));
+        assert_eq!((log.base(), log.stored_len(), log.len()), (Zxid::new(1, 2), 2, 1));
+        assert!(!log.has(Zxid::new(1, 1)) && log.has(Zxid::new(1, 3)));
+        assert_eq!(log.before(Zxid::new(1, 3)), Zxid::new(1, 2), "the first stored entry follows the base");
+        log.compact(Zxid::new(2, 2));
+        assert_eq!((log.base(), log.stored_len(), log.len()), (Zxid::new(2, 2), 0, 0));
+        log.compact(Zxid::new(1, 1));
+        assert_eq!(log.base(), Zxid::new(2, 2), "the base never goes back");
+    }
+
+    #[test]
+    fn a_truncation_into_stored_entries_is_exact() {
+        let mut log = log_of(Zxid::ZERO, &[(1, 1), (1, 2), (1, 3), (2, 1), (2, 2)]);
+        log.spill(Zxid::new(2, 2), 0);
+        assert_eq!(log.truncate_after(Zxid::new(1, 2)), 3);
+        assert_eq!((log.last_zxid(), log.stored_len()), (Zxid::new(1, 2), 2));
+        assert!(log.append(entry(1, 3)).is_ok(), "the log continues where it was cut");
     }
 
     #[test]

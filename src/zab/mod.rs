@@ -27,9 +27,21 @@ pub mod log;
 pub mod message;
 mod persist;
 
+/// What a runtime sends for [`Io::SendStored`], read from `stored` (a test
+/// harness's durable log); panics when it lacks an entry asked for.
+#[cfg(test)]
+pub(crate) fn stored_proposals(stored: &[Entry], io: &Io) -> (ServerId, Vec<Message>) {
+    let Io::SendStored { to, epoch, after, ranges, batch } = io else { panic!("not a SendStored: {io:?}") };
+    let held = |z: Zxid| ranges.iter().any(|r| r.first <= z && z <= r.last);
+    let span: Vec<Entry> = stored.iter().filter(|e| held(e.zxid)).cloned().collect();
+    let wanted: usize = ranges.iter().map(|r| (r.last.counter() - r.first.counter()) as usize + 1).sum();
+    assert_eq!(span.len(), wanted, "asked for stored entries it lacks");
+    (*to, proposals(*epoch, *after, &span, *batch))
+}
+
 /// `entries` as PROPOSAL messages of at most `batch` entries each, each
 /// naming the zxid before its first entry (`prev` for the first).
-fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) -> Vec<Message> {
+pub fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) -> Vec<Message> {
     entries
         .chunks(batch.max(1))
         .map(|chunk| {
@@ -50,7 +62,7 @@ use election::Election;
 use follower::Follower;
 use leader::Leader;
 use log::Log;
-pub use message::{Message, PeerState, Vote};
+pub use message::{EpochRange, Message, PeerState, Vote};
 pub use persist::{Durable, StorageOp};
 use std::collections::VecDeque;
 
@@ -74,7 +86,15 @@ pub struct Config {
     pub max_batch_entries: usize,
     /// Most proposals a leader keeps outstanding before it stops taking writes.
     pub max_inflight: u64,
+    /// Committed, durable entries held in memory beyond which older ones are
+    /// only stored: a DIFF reaching further back reads them from storage
+    /// ([`Io::SendStored`]). ZooKeeper holds 500.
+    pub resident_log_entries: usize,
 }
+
+/// Default of [`Config::resident_log_entries`]: a follower that reconnects
+/// within a few tens of milliseconds of a busy leader is synced from memory.
+pub const RESIDENT_LOG_ENTRIES: usize = 1000;
 
 /// How far one follower is, as its leader sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +121,7 @@ impl Config {
             max_notification_interval_ticks: 8,
             max_batch_entries: 1000,
             max_inflight: 10_000,
+            resident_log_entries: RESIDENT_LOG_ENTRIES,
         }
     }
 
@@ -181,6 +202,24 @@ pub enum Io {
         to: ServerId,
         /// The message.
         msg: Message,
+    },
+    /// Read the stored entries of `ranges` back from storage and send them
+    /// to `to` as PROPOSAL messages of at most `batch` entries (see
+    /// [`proposals`]), before any later action's message. Every one of them
+    /// is durable. Should storage no longer hold them all (an operator
+    /// purged them), send nothing: the follower refuses what follows for its
+    /// gap and syncs again.
+    SendStored {
+        /// The follower.
+        to: ServerId,
+        /// The leader's epoch.
+        epoch: Epoch,
+        /// The zxid the follower's log ends at.
+        after: Zxid,
+        /// The entries to send: every zxid of these ranges, in order.
+        ranges: Vec<EpochRange>,
+        /// Most entries per message.
+        batch: usize,
     },
     /// Perform a storage operation; report `Input::Persisted` once durable.
     Persist {
@@ -328,6 +367,17 @@ impl Peer {
             Input::Persisted { seq } => self.on_persisted(seq),
             Input::Disconnected { peer } => self.on_disconnected(peer),
         }
+        self.maybe_spill();
+    }
+
+    /// Stops holding committed, durable entries beyond the newest
+    /// [`Config::resident_log_entries`] (in steps, so the check is all most
+    /// inputs cost).
+    fn maybe_spill(&mut self) {
+        let keep = self.config.resident_log_entries;
+        if self.log.len() > keep.saturating_mul(2) {
+            self.log.spill(self.committed.min(self.durable_zxid), keep);
+        }
     }
 
     /// What to do next, in order. Proposals made since the last call go out
@@ -377,7 +427,7 @@ impl Peer {
         self.committed
     }
 
-    /// The in-memory log.
+    /// The log: entries held in memory, and the ranges of stored ones.
     pub fn log(&self) -> &log::Log {
         &self.log
     }
@@ -464,17 +514,12 @@ impl Peer {
         true
     }
 
-    /// Forgets in-memory entries up to `zxid` (a durable snapshot covers them).
-    /// The leader keeps them around for syncing followers by DIFF, so call it
-    /// with a point some distance behind the newest snapshot.
+    /// Forgets log entries up to `zxid`: a durable snapshot covers them and
+    /// storage may drop them. A leader syncs followers by DIFF from what
+    /// remains, so call it with a point some distance behind the newest
+    /// snapshot, and no later than storage still holds.
     pub fn compact(&mut self, zxid: Zxid) {
-        self.compact_keeping(zxid, 0);
-    }
-
-    /// As [`Peer::compact`], keeping the newest `keep` entries up to `zxid`.
-    pub fn compact_keeping(&mut self, zxid: Zxid, keep: usize) {
-        let upto = zxid.min(self.committed);
-        self.log.compact_keeping(upto, keep);
+        self.log.compact(zxid.min(self.committed));
     }
 
     fn send(&mut self, to: ServerId, msg: Message) {

@@ -33,23 +33,40 @@ struct Cluster {
     drop_kinds: Vec<&'static str>,
     /// Changes messages in flight (from, to, message): a peer breaking the protocol.
     tamper: Option<fn(ServerId, ServerId, &mut Message)>,
+    /// Each peer's [`Config::resident_log_entries`].
+    resident: usize,
+    /// Entries sent by DIFF from storage.
+    sent_from_storage: usize,
 }
 
 impl Cluster {
     fn new(n: u64) -> Cluster {
+        Cluster::holding(n, RESIDENT_LOG_ENTRIES)
+    }
+
+    /// A cluster whose peers hold `resident` committed entries in memory.
+    fn holding(n: u64, resident: usize) -> Cluster {
         let mut nodes = BTreeMap::new();
         for id in 1..=n {
             nodes.insert(
                 id,
                 Node {
-                    peer: Peer::new(config(id, n), Durable::default()),
+                    peer: Peer::new(Config { resident_log_entries: resident, ..config(id, n) }, Durable::default()),
                     up: true,
                     applied: vec![],
                     durable: Durable::default(),
                 },
             );
         }
-        let mut c = Cluster { nodes, queue: VecDeque::new(), cut: vec![], drop_kinds: vec![], tamper: None };
+        let mut c = Cluster {
+            nodes,
+            queue: VecDeque::new(),
+            cut: vec![],
+            drop_kinds: vec![],
+            tamper: None,
+            resident,
+            sent_from_storage: 0,
+        };
         for id in 1..=n {
             c.drain(id);
         }
@@ -68,6 +85,15 @@ impl Cluster {
             for action in actions {
                 match action {
                     Action::Io(Io::Send { to, msg }) => self.queue.push_back((id, to, msg)),
+                    Action::Io(io @ Io::SendStored { .. }) => {
+                        let (to, msgs) = stored_proposals(&self.nodes[&id].durable.entries, &io);
+                        for msg in msgs {
+                            if let Message::Proposal { entries, .. } = &msg {
+                                self.sent_from_storage += entries.len();
+                            }
+                            self.queue.push_back((id, to, msg));
+                        }
+                    }
                     Action::Io(Io::Persist { seq, op }) => {
                         max_seq = seq;
                         let d = &mut self.nodes.get_mut(&id).unwrap().durable;
@@ -169,7 +195,7 @@ impl Cluster {
         let durable = node.durable.clone();
         // The harness's "tree" is the applied list: it reflects the snapshot only.
         node.applied.retain(|z| *z <= durable.snapshot_zxid);
-        node.peer = Peer::new(config(id, n), durable);
+        node.peer = Peer::new(Config { resident_log_entries: self.resident, ..config(id, n) }, durable);
         node.up = true;
         self.drain(id);
     }
@@ -305,6 +331,24 @@ fn restarted_follower_catches_up() {
     c.settle(12);
     assert_eq!(c.serving(), 3);
     assert_eq!(c.nodes[&1].applied, zxids);
+}
+
+#[test]
+fn a_follower_behind_the_held_log_gets_the_rest_from_storage() {
+    let mut c = Cluster::holding(3, 2);
+    c.settle(3);
+    c.crash(1);
+    let zxids: Vec<Zxid> = (0..20).map(|n| c.propose(n)).collect();
+    c.settle(2);
+    let leader = c.leader().unwrap();
+    let log = c.nodes[&leader].peer.log();
+    assert!(log.len() <= 4, "at most twice the resident entries held, not {}", log.len());
+    assert_eq!(log.len() + log.stored_len(), 20, "the rest is stored, not forgotten");
+    c.restart(1);
+    c.settle(12);
+    assert_eq!(c.serving(), 3);
+    assert_eq!(c.nodes[&1].applied, zxids, "a DIFF, not a SNAP, and every entry in order");
+    assert!(c.sent_from_storage >= 16, "only {} entries came from storage", c.sent_from_storage);
 }
 
 #[test]
