@@ -430,16 +430,15 @@ impl Owner {
         batch: usize,
     ) -> Result<(), Zxid> {
         let up_to = ranges.last().map_or(after, |r| r.last);
-        match self.storage.read_span(ranges) {
-            Ok(entries) => {
-                tracing::info!(follower = to, %after, %up_to, entries = entries.len(), "DIFF from storage");
-                for msg in zab::proposals(epoch, after, &entries, batch) {
+        match crate::storage::stored_proposals(self.storage.as_ref(), epoch, after, ranges, batch) {
+            Ok(msgs) => {
+                tracing::info!(follower = to, %after, %up_to, messages = msgs.len(), "DIFF from storage");
+                for msg in msgs {
                     self.transport.send(to, msg);
                 }
                 Ok(())
             }
-            Err(e) => {
-                let floor = self.storage.log_floor().unwrap_or(up_to).max(up_to);
+            Err((e, floor)) => {
                 tracing::warn!(follower = to, error = %e, log_floor = %floor, "DIFF from storage failed");
                 Err(floor)
             }

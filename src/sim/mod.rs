@@ -23,7 +23,7 @@ use crate::replica::{self, AppliedRecord, Input, Output, Replica};
 use crate::storage::mem_store::MemStorage;
 use crate::storage::Storage;
 use crate::tree::{snapshot, TreeState};
-use crate::zab::{self, Io, Role};
+use crate::zab::{Io, Role};
 use invariants::{Oracle, Violation};
 use network::{Faults, Network};
 use rand::rngs::StdRng;
@@ -449,18 +449,16 @@ impl Simulation {
                     Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
                         // As the server does: the entries, or where the log now starts.
                         let node = self.nodes.get_mut(&id).expect("node exists");
-                        match node.storage.read_span(&ranges) {
-                            Ok(entries) => {
+                        match crate::storage::stored_proposals(&node.storage, epoch, after, &ranges, batch) {
+                            Ok(msgs) => {
                                 self.report.stored_diffs += 1;
                                 let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
-                                for msg in zab::proposals(epoch, after, &entries, batch) {
+                                for msg in msgs {
                                     self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg);
                                 }
                             }
-                            Err(_) => {
+                            Err((_, log_floor)) => {
                                 self.report.stored_reads_lost += 1;
-                                let up_to = ranges.last().map_or(after, |r| r.last);
-                                let log_floor = node.storage.log_floor().unwrap_or(up_to).max(up_to);
                                 if let Some(r) = node.replica.as_mut() {
                                     r.handle(Input::LogPurged { log_floor });
                                 }

@@ -27,6 +27,24 @@ use crate::zab::message::EpochRange;
 use crate::zab::StorageOp;
 use bytes::Bytes;
 
+/// What a runtime sends for [`crate::zab::Io::SendStored`]: the stored
+/// entries of `ranges` as PROPOSAL messages, or, when storage no longer
+/// holds them all, the zxid the consensus core must compact to (at least the
+/// stretch's end, so the next sync is a SNAP).
+pub fn stored_proposals(
+    storage: &dyn Storage,
+    epoch: crate::ids::Epoch,
+    after: Zxid,
+    ranges: &[EpochRange],
+    batch: usize,
+) -> Result<Vec<crate::zab::Message>, (StorageError, Zxid)> {
+    let up_to = ranges.last().map_or(after, |r| r.last);
+    match storage.read_span(ranges) {
+        Ok(entries) => Ok(crate::zab::proposals(epoch, after, &entries, batch)),
+        Err(e) => Err((e, storage.log_floor().unwrap_or(up_to).max(up_to))),
+    }
+}
+
 /// A stored snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotMeta {
