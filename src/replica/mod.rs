@@ -387,13 +387,17 @@ impl Replica {
             zab::Action::RoleChanged(status) => self.on_status(status),
             zab::Action::Forwarded { from, payload } => self.on_forwarded(from, &payload),
             zab::Action::Replied { payload } => self.on_replied(&payload),
+            zab::Action::LeadershipConfirmed { probe } => {
+                for s in self.prep.confirmed(&mut self.zab, probe) {
+                    self.sync_reached(s.session, s.cxid, s.zxid);
+                }
+            }
         }
     }
 
-    /// Prepares and proposes the leader's queued work; syncs of sessions
-    /// attached here that come due may start more work, so until none do.
+    /// Prepares and proposes the leader's queued work.
     fn run_prep(&mut self) {
-        while self.leading() && self.status.serving {
+        if self.leading() && self.status.serving {
             let env = prep::Env {
                 zab: &mut self.zab,
                 tree: self.tree.state(),
@@ -401,13 +405,7 @@ impl Replica {
                 limits: self.config.limits,
                 disk_low: self.disk_low,
             };
-            let synced = self.prep.run(env, self.config.tick_ms, self.clock.ticks);
-            if synced.is_empty() {
-                return;
-            }
-            for s in synced {
-                self.sync_reached(s.session, s.cxid, s.zxid);
-            }
+            self.prep.run(env, self.config.tick_ms, self.clock.ticks);
         }
     }
 

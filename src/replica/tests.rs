@@ -34,6 +34,8 @@ struct Ensemble {
     held_msgs: VecDeque<(ServerId, ServerId, Message)>,
     /// Links (from, to) whose messages are held back, as a slow connection would.
     held_links: BTreeSet<(ServerId, ServerId)>,
+    /// Replicas paused as by SIGSTOP: no ticks, and their messages held.
+    paused: BTreeSet<ServerId>,
     inbox: BTreeMap<ConnId, Vec<ClientMessage>>,
     conn_node: BTreeMap<ConnId, ServerId>,
     next_conn: ConnId,
@@ -74,6 +76,7 @@ impl Ensemble {
             held: BTreeSet::new(),
             held_msgs: VecDeque::new(),
             held_links: BTreeSet::new(),
+            paused: BTreeSet::new(),
             inbox: BTreeMap::new(),
             conn_node: BTreeMap::new(),
             next_conn: 1,
@@ -159,7 +162,7 @@ impl Ensemble {
         self.now_ms += 100;
         let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
         for id in ids {
-            if self.nodes[&id].up {
+            if self.nodes[&id].up && !self.paused.contains(&id) {
                 let now_ms = self.now_ms;
                 self.nodes.get_mut(&id).unwrap().replica.handle(Input::Tick { now_ms });
                 self.drain(id);
@@ -263,6 +266,19 @@ impl Ensemble {
             self.queue.push_front(m);
         }
         self.deliver();
+    }
+
+    /// Pauses `id` as SIGSTOP would: it gets no ticks and no messages.
+    fn pause(&mut self, id: ServerId) {
+        self.paused.insert(id);
+        self.hold(id);
+    }
+
+    /// Resumes a paused replica. Its held messages are not delivered yet,
+    /// so a caller can act on it first, as a client whose request was
+    /// queued in the socket would.
+    fn resume(&mut self, id: ServerId) {
+        self.paused.remove(&id);
     }
 
     /// Holds back every message from `from` to `to` from now on.
@@ -447,6 +463,54 @@ fn sync_makes_a_follower_catch_up() {
     let mut e = Ensemble::new(3);
     let (c, _, _) = e.connect(1);
     assert!(matches!(e.call(c, Op::Sync { path: "/".into() }), Ok(OpResult::Synced(p)) if p == "/"));
+}
+
+/// A leader paused (SIGSTOP) past syncLimit still believes it leads when it
+/// resumes, while the others have elected a leader and committed writes.
+/// A sync it answers from its own log alone would let a read miss them: it
+/// must first hear from a quorum that it still leads.
+#[test]
+fn a_resumed_leader_answers_a_sync_only_once_a_quorum_confirms_it_still_leads() {
+    let mut e = Ensemble::new(3);
+    let old = e.leader();
+    let (f1, f2) = followers_of(old);
+    let (on_old, _, _) = e.connect(old);
+    e.pause(old);
+    e.settle(30);
+    let new = [f1, f2]
+        .into_iter()
+        .find(|id| e.nodes[id].replica.status().role == Role::Leading && e.nodes[id].replica.status().serving)
+        .expect("the others elect a leader");
+    let (on_new, _, _) = e.connect(new);
+    e.call(on_new, create("/after", CreateMode::Persistent)).unwrap();
+
+    e.resume(old);
+    let sync = e.send(on_old, Op::Sync { path: "/".into() });
+    let read = e.send(on_old, get("/after", false));
+    e.release(old);
+    for _ in 0..30 {
+        e.tick();
+    }
+    let msgs = e.take(on_old);
+    let reply = |xid: i32| {
+        msgs.iter().find_map(|m| match m {
+            ClientMessage::Reply { xid: x, reply, .. } if *x == xid => Some(reply.clone()),
+            _ => None,
+        })
+    };
+    match (reply(sync), reply(read)) {
+        // Answered after all: then the read must see the newer write.
+        (Some(Ok(_)), Some(r)) => {
+            assert!(r.is_ok(), "a sync answered by a deposed leader let a read miss /after: {r:?}")
+        }
+        // Not answered: the old leader stepped down and closed the connection.
+        (None, None) => assert!(
+            msgs.iter().any(|m| matches!(m, ClientMessage::Close { error: ErrorCode::ConnectionLoss, .. })),
+            "neither answered nor closed: {msgs:?}"
+        ),
+        other => panic!("unexpected replies {other:?} in {msgs:?}"),
+    }
+    assert_ne!(e.nodes[&old].replica.status().role, Role::Leading, "the old leader stepped down");
 }
 
 #[test]

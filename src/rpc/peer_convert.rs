@@ -102,7 +102,7 @@ pub fn follower_to_pb(from: ServerId, msg: &Message) -> Result<pb::FollowerMessa
         ),
         Message::AckNewLeader { epoch, zxid } => (*epoch, Kind::AckNewLeader(pb::AckNewLeader { zxid: zxid.0 })),
         Message::Ack { epoch, zxid } => (*epoch, Kind::Ack(pb::Ack { zxid: zxid.0 })),
-        Message::FollowerPing { epoch } => (*epoch, Kind::Ping(pb::FollowerPing {})),
+        Message::FollowerPing { epoch, probe } => (*epoch, Kind::Ping(pb::FollowerPing { probe: *probe })),
         Message::Forward { epoch, seq, payload } => {
             (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec(), seq: *seq }))
         }
@@ -136,7 +136,7 @@ pub fn follower_from_pb(m: pb::FollowerMessage) -> Result<(ServerId, Message), C
         }
         Kind::AckNewLeader(a) => Message::AckNewLeader { epoch, zxid: Zxid(a.zxid) },
         Kind::Ack(a) => Message::Ack { epoch, zxid: Zxid(a.zxid) },
-        Kind::Ping(_) => Message::FollowerPing { epoch },
+        Kind::Ping(p) => Message::FollowerPing { epoch, probe: p.probe },
         Kind::Forward(f) => Message::Forward { epoch, seq: f.seq, payload: Bytes::from(f.payload) },
     };
     Ok((m.from, msg))
@@ -176,7 +176,9 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
             one(*epoch, Kind::Proposal(pb::Proposal { entries: entries_to_pb(entries), prev_zxid: prev.0 }))
         }
         Message::Commit { epoch, zxid } => one(*epoch, Kind::Commit(pb::Commit { zxid: zxid.0 })),
-        Message::Ping { epoch, committed } => one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0 })),
+        Message::Ping { epoch, committed, probe } => {
+            one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0, probe: *probe }))
+        }
         Message::Reply { epoch, payload } => one(*epoch, Kind::Reply(pb::Reply { payload: payload.to_vec() })),
         other => Err(ConvertError::WrongChannel(other.kind())),
     }
@@ -216,7 +218,7 @@ impl LeaderStreamDecoder {
                 Message::Proposal { epoch, prev: Zxid(p.prev_zxid), entries: entries_from_pb(&p.entries)? }
             }
             Kind::Commit(c) => Message::Commit { epoch, zxid: Zxid(c.zxid) },
-            Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed) },
+            Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed), probe: p.probe },
             Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload) },
         };
         Ok(Some((m.from, msg)))

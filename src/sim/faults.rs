@@ -70,9 +70,14 @@ impl Simulation {
                 // Up to ~40 ticks: past the sync limit, so a stalled leader is
                 // dropped and a stalled follower times its leader out late.
                 let until = self.step + self.later_faults.random_range(STEPS_PER_TICK..STEPS_PER_TICK * 40);
+                let pause = self.later_faults.random_bool(0.5);
+                let step = self.step;
                 if let Some(node) = self.nodes.get_mut(&victim) {
+                    // A pause under way stays one (its requests wait for it).
+                    node.paused = pause || (node.paused && node.stalled_until > step);
                     node.stalled_until = until;
                     self.report.stalls += 1;
+                    self.report.pauses += usize::from(pause);
                 }
             }
         }
@@ -168,6 +173,8 @@ impl Simulation {
             node.replica = None;
             node.unflushed = None;
             node.restart_at = Some(step + restart_after);
+            node.paused = false;
+            node.held_requests.clear();
         }
         self.net.forget(id);
         for client in &mut self.clients {

@@ -109,6 +109,17 @@ pub enum Violation {
         /// The path.
         path: String,
     },
+    /// A sync answered with a tree behind a zxid some replica had already
+    /// shown a client before the sync was sent.
+    #[error("linearizable sync: client {client}'s sync was answered at {zxid}, but {floor} was applied and shown before it was sent")]
+    StaleSync {
+        /// The client.
+        client: usize,
+        /// The zxid the sync was answered at.
+        zxid: Zxid,
+        /// The highest zxid any client had been shown when the sync was sent.
+        floor: Zxid,
+    },
     /// The ensemble did not converge after healing.
     #[error("liveness: {0}")]
     NoProgress(String),

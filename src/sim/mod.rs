@@ -18,8 +18,8 @@ mod workload;
 #[cfg(test)]
 mod tests;
 
-use crate::ids::ServerId;
-use crate::replica::{self, AppliedRecord, Input, Output, Replica};
+use crate::ids::{ServerId, Zxid};
+use crate::replica::{self, AppliedRecord, ClientMessage, Input, Output, Replica};
 use crate::storage::mem_store::MemStorage;
 use crate::storage::Storage;
 use crate::tree::{snapshot, TreeState};
@@ -66,7 +66,8 @@ pub struct Options {
     /// Chance per step that an up replica flushes its storage.
     pub flush: f64,
     /// Chance per step that an up replica's clock stalls (it gets no ticks
-    /// for a while, as a paused or starved process), messages still flowing.
+    /// for a while, as a starved process, messages still flowing) or, half
+    /// the time, that it is paused (SIGSTOP: nothing is taken until it resumes).
     pub stall: f64,
     /// Chance that a partition is a long one (up to a fifth of the fault phase).
     pub long_partition: f64,
@@ -147,6 +148,8 @@ pub struct Report {
     pub partitions: usize,
     /// Clock stalls injected.
     pub stalls: usize,
+    /// Of those, pauses (SIGSTOP): no messages or requests taken either.
+    pub pauses: usize,
     /// Flushes failed (each stopped its replica).
     pub disk_faults: usize,
     /// Snapshots that failed to save.
@@ -190,6 +193,11 @@ struct Node {
     checked: Option<TreeState>,
     /// Its clock gives no ticks until this step.
     stalled_until: u64,
+    /// The stall is a pause (SIGSTOP): until `stalled_until` it also takes
+    /// no messages, flushes and client requests; they wait for it.
+    paused: bool,
+    /// Client requests that arrived while it was paused, in order.
+    held_requests: Vec<Input>,
     /// Slow disk and slow links until this step.
     slow_until: u64,
     /// Its disk is below the reserve until this step.
@@ -224,6 +232,9 @@ pub struct Simulation {
     /// The network loses, duplicates and reorders nothing until this step
     /// (a calm spell in the fault phase, when liveness is checked).
     calm_until: u64,
+    /// The highest zxid any replica has shown any client (in a reply or a
+    /// connect): a sync sent after that must be answered at or above it.
+    shown: Zxid,
 }
 
 impl Simulation {
@@ -243,6 +254,7 @@ impl Simulation {
             report: Report::default(),
             next_conn: 1,
             probe_rng: StdRng::seed_from_u64(seed ^ 0x9e0b_e000),
+            shown: Zxid::ZERO,
             healthy: None,
             probe_acked_at: 0,
             calm_until: 0,
@@ -259,6 +271,8 @@ impl Simulation {
                     restart_at: None,
                     checked: None,
                     stalled_until: 0,
+                    paused: false,
+                    held_requests: Vec::new(),
                     slow_until: 0,
                     disk_low_until: 0,
                 },
@@ -333,6 +347,34 @@ impl Simulation {
         self.drain(id)
     }
 
+    /// Whether `id` is paused now (see [`Node::paused`]).
+    fn is_paused(&self, id: ServerId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.paused && n.stalled_until > self.step && n.replica.is_some())
+    }
+
+    /// Resumes the paused replicas whose pause is over: first the client
+    /// requests that waited for them, as a resumed process reads its
+    /// sockets, before anything else happens to them.
+    fn resume_paused(&mut self) -> Result<(), Violation> {
+        let over: Vec<ServerId> = self
+            .nodes
+            .values()
+            .filter(|n| (n.paused || !n.held_requests.is_empty()) && !self.is_paused(n.id))
+            .map(|n| n.id)
+            .collect();
+        for id in over {
+            let Some(node) = self.nodes.get_mut(&id) else { continue };
+            node.paused = false;
+            let held = std::mem::take(&mut node.held_requests);
+            let Some(replica) = node.replica.as_mut() else { continue };
+            for input in held {
+                replica.handle(input);
+            }
+            self.drain(id)?;
+        }
+        Ok(())
+    }
+
     fn heal(&mut self) {
         self.heal_at = Some(self.step);
         self.net.heal();
@@ -363,8 +405,13 @@ impl Simulation {
         for id in due {
             self.boot(id)?;
         }
+        self.resume_paused()?;
         // Messages.
         for m in self.net.due(self.step) {
+            if self.is_paused(m.to) {
+                self.net.delay(m, self.step + 1);
+                continue;
+            }
             let Some(replica) = self.nodes.get_mut(&m.to).and_then(|n| n.replica.as_mut()) else { continue };
             replica.handle(Input::Peer { from: m.from, msg: m.msg });
             self.drain(m.to)?;
@@ -380,7 +427,7 @@ impl Simulation {
             } else {
                 self.options.flush
             };
-            let flush = self.rng.random_bool(chance);
+            let flush = self.rng.random_bool(chance) && !self.is_paused(id);
             let node = self.nodes.get_mut(&id).expect("node exists");
             if let (true, Some(seq), Some(_)) = (flush, node.unflushed, node.replica.as_ref()) {
                 let calm = self.step < self.calm_until;
@@ -474,6 +521,9 @@ impl Simulation {
                     }
                     Output::Client { conn, msg } => {
                         if let Some(client) = self.clients.iter_mut().find(|c| c.conn() == Some(conn)) {
+                            if let ClientMessage::Reply { zxid, .. } | ClientMessage::Connected { zxid, .. } = &msg {
+                                self.shown = self.shown.max(*zxid);
+                            }
                             client.receive(msg)?;
                         }
                     }
@@ -531,15 +581,21 @@ impl Simulation {
                 if let Some(node) = self.clients[i].node().filter(|n| !healthy.contains(n)) {
                     self.clients[i].node_crashed(node);
                 }
-                self.clients[i].next_action(&mut self.probe_rng, &healthy, self.next_conn, healing)
+                self.clients[i].next_action(&mut self.probe_rng, &healthy, self.next_conn, healing, self.shown)
             } else {
-                self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing)
+                self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing, self.shown)
             };
             let Some(action) = action else { continue };
             if let workload::Action::Connect { .. } = action {
                 self.next_conn += 1;
             }
             let (node, input) = action.into_input();
+            if self.is_paused(node) {
+                if let Some(n) = self.nodes.get_mut(&node) {
+                    n.held_requests.push(input);
+                }
+                continue;
+            }
             if let Some(replica) = self.nodes.get_mut(&node).and_then(|n| n.replica.as_mut()) {
                 replica.handle(input);
                 self.drain(node)?;
@@ -597,6 +653,13 @@ impl Simulation {
                     r.tree().last_zxid()
                 )),
                 None => out.push_str(&format!("\n  replica {}: down", node.id)),
+            }
+            if node.slow_until > self.step {
+                out.push_str(&format!(" slow until step {}", node.slow_until));
+            }
+            if node.stalled_until > self.step {
+                let what = if node.paused { "paused" } else { "clock stalled" };
+                out.push_str(&format!(" {what} until step {}", node.stalled_until));
             }
         }
         out

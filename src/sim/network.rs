@@ -102,6 +102,13 @@ impl Network {
         out
     }
 
+    /// Puts a due message back, to arrive at step `due` (its receiver is
+    /// paused). Messages put back keep their order among themselves.
+    pub fn delay(&mut self, msg: InFlight, due: u64) {
+        self.sent += 1;
+        self.queue.insert((due, self.sent), msg);
+    }
+
     /// Cuts every link between the two groups.
     pub fn partition(&mut self, side: &[ServerId], others: &[ServerId]) {
         for &a in side {

@@ -12,8 +12,10 @@ fn seeds(default: u64) -> Vec<u64> {
 }
 
 fn run_all(nodes: u64, default: u64) {
-    if std::env::var("SIM_TRACE").is_ok() {
-        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter("info").try_init();
+    // SIM_TRACE=1 logs at info; any other value is the filter (SIM_TRACE=debug).
+    if let Ok(filter) = std::env::var("SIM_TRACE") {
+        let filter = if filter == "1" { "info".to_string() } else { filter };
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
     }
     let mut total = Report::default();
     let seeds = seeds(default);
@@ -24,6 +26,7 @@ fn run_all(nodes: u64, default: u64) {
                 total.crashes += r.crashes;
                 total.partitions += r.partitions;
                 total.stalls += r.stalls;
+                total.pauses += r.pauses;
                 total.disk_faults += r.disk_faults;
                 total.snapshot_faults += r.snapshot_faults;
                 total.slow += r.slow;
@@ -38,7 +41,7 @@ fn run_all(nodes: u64, default: u64) {
         }
     }
     println!(
-        "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks, \
+        "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks ({} of them paused), \
          {} failed flushes, {} failed snapshots, {} slow members, {} disks short of space, {} liveness windows checked, \
          {} DIFFs from storage, {} of them purged away",
         seeds.len(),
@@ -48,6 +51,7 @@ fn run_all(nodes: u64, default: u64) {
         total.crashes,
         total.partitions,
         total.stalls,
+        total.pauses,
         total.disk_faults,
         total.snapshot_faults,
         total.slow,
@@ -87,11 +91,25 @@ const FAULTY_REGRESSIONS: [(u64, u64, &str); 1] =
     [(3, 0x5eed_0674, "a follower that promised a later epoch to a would-be leader could never join the running one")];
 
 /// Seeds of the soak (`Options::faulty`, as `run_all` runs them) that found a bug.
-const SOAK_REGRESSIONS: [(u64, u64, &str); 1] = [(
-    3,
-    1_592_594_729,
-    "a follower that lost an old epoch's end in a DIFF took the new epoch's entries as its continuation",
-)];
+const SOAK_REGRESSIONS: [(u64, u64, &str); 5] = [
+    (
+        3,
+        1_592_594_729,
+        "a follower that lost an old epoch's end in a DIFF took the new epoch's entries as its continuation",
+    ),
+    (
+        3,
+        1_592_591_142,
+        "a leader resumed from a pause answered a sync from its own log, behind a newer leader's writes",
+    ),
+    (3, 1_592_591_225, "a member kept following a would-be leader that followed another, round after round"),
+    (3, 1_592_595_209, "followers timed out of syncs that took initLimit in all, though each step came in time"),
+    (
+        3,
+        1_592_591_875,
+        "a request sent to a paused member was lost when a second stall hit it (the simulation's own bug)",
+    ),
+];
 
 #[test]
 fn pinned_regression_seeds() {

@@ -64,6 +64,12 @@ enum Expect {
     Create(String),
     /// A read of an acknowledged path: it must be there.
     Present(String),
+    /// A sync: it must be answered at or above `floor`, the highest zxid
+    /// any client had been shown when it was sent.
+    Sync {
+        /// That zxid.
+        floor: Zxid,
+    },
     /// Anything else.
     Other,
     /// A close of the session.
@@ -187,6 +193,9 @@ impl Client {
                         return Err(Violation::StaleRead { client: self.id, path });
                     }
                     (Expect::Close, Ok(_)) => self.session = None,
+                    (Expect::Sync { floor }, Ok(_)) if zxid < floor => {
+                        return Err(Violation::StaleSync { client: self.id, zxid, floor });
+                    }
                     _ => {}
                 }
             }
@@ -195,13 +204,15 @@ impl Client {
         Ok(())
     }
 
-    /// Decides what to do this step, if anything.
+    /// Decides what to do this step, if anything. `shown` is the highest
+    /// zxid any replica has shown any client so far.
     pub fn next_action(
         &mut self,
         rng: &mut StdRng,
         up: &[ServerId],
         next_conn: ConnId,
         healing: bool,
+        shown: Zxid,
     ) -> Option<Action> {
         let Some(conn) = self.conn else {
             if up.is_empty() || !rng.random_bool(0.3) {
@@ -223,14 +234,14 @@ impl Client {
         if !self.attached || self.outstanding.len() >= 4 || !rng.random_bool(if healing { 0.2 } else { 0.5 }) {
             return None;
         }
-        let (op, expect) = self.pick_op(rng, healing);
+        let (op, expect) = self.pick_op(rng, healing, shown);
         self.next_xid += 1;
         let xid = self.next_xid;
         self.outstanding.push_back((xid, expect));
         Some(Action::Request { node, conn, xid, op })
     }
 
-    fn pick_op(&mut self, rng: &mut StdRng, healing: bool) -> (Op, Expect) {
+    fn pick_op(&mut self, rng: &mut StdRng, healing: bool, shown: Zxid) -> (Op, Expect) {
         self.counter += 1;
         let data = Bytes::from(format!("{}-{}", self.id, self.counter));
         let create = |path: String, mode| Op::Create {
@@ -258,9 +269,9 @@ impl Client {
             },
             65..=79 => match acked(rng, &self.acked) {
                 Some(path) => (Op::Exists { path: path.clone(), watch: rng.random_bool(0.3) }, Expect::Present(path)),
-                None => (Op::Sync { path: "/".into() }, Expect::Other),
+                None => (Op::Sync { path: "/".into() }, Expect::Sync { floor: shown }),
             },
-            80..=84 => (Op::Sync { path: "/".into() }, Expect::Other),
+            80..=84 => (Op::Sync { path: "/".into() }, Expect::Sync { floor: shown }),
             85..=92 => {
                 let path = format!("/m{}-{}", self.id, self.counter);
                 let ops = vec![

@@ -91,7 +91,8 @@ impl Peer {
                 // Following or leading: a looker learns from us who leads.
                 PeerState::Looking => self.notify(from),
                 PeerState::Leading if vote.leader == from => self.follower_on_leader_announced(from),
-                PeerState::Following | PeerState::Leading => {}
+                PeerState::Following => self.follower_on_leader_following(from, round, vote.leader),
+                PeerState::Leading => {}
             }
             return;
         };

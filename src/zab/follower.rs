@@ -37,14 +37,18 @@ pub(super) struct Follower {
     pub(super) epoch: Epoch,
     stage: Stage,
     last_heard: u64,
-    /// When we started following: discovery plus synchronization must finish
-    /// within initLimit of it, however often the leader pings.
+    /// When the current stage of discovery or synchronization began: each
+    /// must end within initLimit of it, however often the leader pings (as
+    /// ZooKeeper's learner gives each read of the sync initLimit). The
+    /// stages are few, so the whole stays bounded.
     since: u64,
     /// The leader's commit point as last heard.
     leader_committed: Zxid,
     /// A SNAP sync in progress: the snapshot and the entries after it, held
     /// until NEWLEADER so the switch to the leader's history is all or nothing.
     snapshot: Option<PendingSnapshot>,
+    /// The highest leadership probe this leader sent us (echoed in pings).
+    probe: u64,
 }
 
 /// A leader's snapshot and the entries that follow it, not yet installed.
@@ -70,6 +74,7 @@ impl Follower {
             since: now,
             leader_committed: Zxid::ZERO,
             snapshot: None,
+            probe: 0,
         }
     }
 }
@@ -103,6 +108,20 @@ impl Peer {
         }
     }
 
+    /// In discovery, the member we chose as leader says, in this election
+    /// round or a later one, that it follows another: it will never answer
+    /// our FOLLOWERINFO (ZooKeeper's learner would find its port closed), so
+    /// look again now rather than wait out initLimit. Without this a member
+    /// that picked a loser in a close race could keep picking it each round
+    /// while the real leader's quorum has no room for a slow member.
+    pub(super) fn follower_on_leader_following(&mut self, from: ServerId, round: u64, leader: ServerId) {
+        let our_round = self.round;
+        let Some(f) = self.follower() else { return };
+        if f.leader == from && f.stage == Stage::Discovery && leader != from && round >= our_round {
+            self.become_looking("the member we chose as leader follows another");
+        }
+    }
+
     pub(super) fn follower_on_tick(&mut self) {
         let now = self.now;
         let (sync_limit, init_limit) = (self.config.sync_limit_ticks, self.config.init_limit_ticks);
@@ -119,15 +138,25 @@ impl Peer {
             self.become_looking(reason);
             return;
         }
-        let (leader, epoch, stage) = (f.leader, f.epoch, f.stage);
+        let (leader, epoch, stage, probe) = (f.leader, f.epoch, f.stage, f.probe);
         match stage {
             // The leader may not have been ready for us yet: present ourselves again.
             Stage::Discovery => self.send(leader, Message::FollowerInfo { accepted_epoch }),
-            _ => self.send(leader, Message::FollowerPing { epoch }),
+            _ => self.send(leader, Message::FollowerPing { epoch, probe }),
         }
     }
 
     pub(super) fn follower_on_message(&mut self, from: ServerId, msg: Message) {
+        let Some(f) = self.follower() else { return };
+        let (leader, stage) = (f.leader, f.stage);
+        self.follower_take_message(from, msg);
+        let now = self.now;
+        if let Some(f) = self.follower().filter(|f| f.leader == leader && f.stage != stage) {
+            f.since = now;
+        }
+    }
+
+    fn follower_take_message(&mut self, from: ServerId, msg: Message) {
         let now = self.now;
         let Some(f) = self.follower() else { return };
         if from != f.leader || !msg.is_from_leader() {
@@ -150,7 +179,17 @@ impl Peer {
             Message::Proposal { prev, entries, .. } => self.on_proposal(prev, entries),
             Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
             Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
-            Message::Commit { zxid, .. } | Message::Ping { committed: zxid, .. } => self.on_leader_commit(zxid),
+            Message::Commit { zxid, .. } => self.on_leader_commit(zxid),
+            Message::Ping { committed, probe, epoch } => {
+                // A new probe: the leader waits on a quorum of echoes to answer a
+                // sync, so echo it now rather than at our next tick.
+                if probe > f.probe {
+                    f.probe = probe;
+                    let leader = f.leader;
+                    self.send(leader, Message::FollowerPing { epoch, probe });
+                }
+                self.on_leader_commit(committed);
+            }
             Message::Reply { payload, .. } => self.on_reply(payload),
             _ => {}
         }

@@ -15,6 +15,15 @@
 //!
 //! Broadcast: a proposal is committed once a quorum holds it durably, in zxid
 //! order; commits are cumulative, so one COMMIT covers many proposals.
+//!
+//! Leadership probes: a leader paused past syncLimit (SIGSTOP, a stalled VM)
+//! still believes it leads when it resumes, while the others may have
+//! elected a leader and committed writes. Before it answers a sync it asks
+//! for proof: a probe number in a PING, echoed by the followers. Once a
+//! quorum (itself included) has echoed a probe sent after the sync arrived,
+//! no later epoch can have committed anything before it (a member that
+//! accepted a later epoch never answers this one), so its log holds every
+//! committed write. ZooKeeper answers a sync without this (ZOOKEEPER-1675).
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
@@ -52,6 +61,8 @@ struct Tracked {
     position: Option<(Zxid, LogSummary)>,
     /// The sequence number of the last forward taken from it.
     forwarded: u64,
+    /// The highest leadership probe it echoed.
+    echoed: u64,
 }
 
 /// The state of a leading replica.
@@ -70,6 +81,11 @@ pub(super) struct Leader {
     followers: BTreeMap<ServerId, Tracked>,
     /// Our history's end when synchronization started (committed at establishment).
     newleader_zxid: Zxid,
+    /// The newest leadership probe asked for, the newest sent, and the
+    /// newest a quorum confirmed.
+    probe_wanted: u64,
+    probe_sent: u64,
+    probe_confirmed: u64,
 }
 
 impl Leader {
@@ -84,6 +100,9 @@ impl Leader {
             epoch_acks: BTreeSet::new(),
             followers: BTreeMap::new(),
             newleader_zxid: Zxid::ZERO,
+            probe_wanted: 0,
+            probe_sent: 0,
+            probe_confirmed: 0,
         }
     }
 
@@ -226,8 +245,51 @@ impl Peer {
         // late FOLLOWERINFO) may believe itself synced, and pings would keep
         // it content while it falls behind for good. Without them it rejoins
         // after syncLimit.
+        let probe = l.probe_sent;
         for to in l.broadcast_targets() {
-            self.send(to, Message::Ping { epoch, committed });
+            self.send(to, Message::Ping { epoch, committed, probe });
+        }
+    }
+
+    /// Leader: asks the followers to confirm this peer still leads. Returns
+    /// the probe to wait for: [`Action::LeadershipConfirmed`] names it (or a
+    /// later one) once a quorum echoed it. Probes asked for in one turn
+    /// share one PING. None unless this peer is an established leader.
+    pub fn confirm_leadership(&mut self) -> Option<u64> {
+        let l = self.leader().filter(|l| l.is_established())?;
+        if l.probe_wanted == l.probe_sent {
+            l.probe_wanted += 1;
+        }
+        let probe = l.probe_wanted;
+        self.check_probes();
+        Some(probe)
+    }
+
+    /// Sends the newest probe asked for, if not yet sent (with the other
+    /// actions of this turn).
+    pub(super) fn flush_probe(&mut self) {
+        let committed = self.committed;
+        let Some(l) = self.leader() else { return };
+        if l.probe_wanted == l.probe_sent {
+            return;
+        }
+        l.probe_sent = l.probe_wanted;
+        self.ping_followers(committed);
+    }
+
+    /// Confirms the newest probe that a quorum has echoed, the leader's own
+    /// echo being every probe it asked for.
+    fn check_probes(&mut self) {
+        let quorum = self.config.quorum();
+        let Some(l) = self.leader() else { return };
+        let mut echoes: Vec<u64> =
+            l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.echoed.min(l.probe_sent)).collect();
+        echoes.push(l.probe_wanted);
+        echoes.sort_unstable_by(|a, b| b.cmp(a));
+        let Some(&confirmed) = echoes.get(quorum - 1) else { return };
+        if confirmed > l.probe_confirmed {
+            l.probe_confirmed = confirmed;
+            self.outbox.push(Action::LeadershipConfirmed { probe: confirmed });
         }
     }
 
@@ -251,6 +313,10 @@ impl Peer {
             Message::Ack { zxid, .. } if tracked.stage == Stage::Synced && zxid > tracked.acked => {
                 tracked.acked = zxid;
                 self.try_commit();
+            }
+            Message::FollowerPing { probe, .. } if tracked.stage == Stage::Synced && probe > tracked.echoed => {
+                tracked.echoed = probe;
+                self.check_probes();
             }
             // A forward at or below the last one taken came late (or twice):
             // taking it would reorder the follower's requests.
@@ -286,6 +352,7 @@ impl Peer {
                 last_heard: now,
                 position: None,
                 forwarded: 0,
+                echoed: 0,
             },
         );
         if l.accepted_seq.is_none() {

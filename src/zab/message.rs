@@ -167,11 +167,16 @@ pub enum Message {
         epoch: Epoch,
         /// The leader's commit point.
         committed: Zxid,
+        /// The leader's newest leadership probe (0: none yet); a follower
+        /// echoes a new one at once.
+        probe: u64,
     },
     /// \[PING\] Follower heartbeat.
     FollowerPing {
         /// The epoch.
         epoch: Epoch,
+        /// The highest leadership probe received from this leader.
+        probe: u64,
     },
     /// \[REQUEST\] Application traffic to the leader (forwarded writes, session activity).
     Forward {
@@ -232,7 +237,7 @@ impl Message {
             | Message::Ack { epoch, .. }
             | Message::Commit { epoch, .. }
             | Message::Ping { epoch, .. }
-            | Message::FollowerPing { epoch }
+            | Message::FollowerPing { epoch, .. }
             | Message::Forward { epoch, .. }
             | Message::Reply { epoch, .. } => Some(*epoch),
         }

@@ -271,6 +271,12 @@ pub enum Action {
         /// The payload.
         payload: Bytes,
     },
+    /// A quorum confirmed this peer still leads: every probe up to `probe`
+    /// (from [`Peer::confirm_leadership`]) is answered.
+    LeadershipConfirmed {
+        /// The newest probe confirmed.
+        probe: u64,
+    },
 }
 
 /// Why a proposal was refused.
@@ -384,6 +390,7 @@ impl Peer {
     /// as one storage append and one message per follower (batching).
     pub fn take_actions(&mut self) -> Vec<Action> {
         self.flush_batch();
+        self.flush_probe();
         std::mem::take(&mut self.outbox)
     }
 

@@ -21,6 +21,8 @@ struct Node {
     up: bool,
     applied: Vec<Zxid>,
     durable: Durable,
+    /// The newest leadership probe confirmed to it.
+    confirmed: u64,
 }
 
 /// Delivers messages FIFO; storage completes at once.
@@ -55,6 +57,7 @@ impl Cluster {
                     up: true,
                     applied: vec![],
                     durable: Durable::default(),
+                    confirmed: 0,
                 },
             );
         }
@@ -119,6 +122,11 @@ impl Cluster {
                         let node = self.nodes.get_mut(&id).unwrap();
                         node.applied.retain(|z| *z <= zxid);
                         node.applied.push(zxid);
+                    }
+                    Action::LeadershipConfirmed { probe } => {
+                        let node = self.nodes.get_mut(&id).unwrap();
+                        assert!(probe > node.confirmed, "probes are confirmed in order, each once");
+                        node.confirmed = probe;
                     }
                     Action::RoleChanged(_) | Action::Forwarded { .. } | Action::Replied { .. } => {}
                 }
@@ -680,4 +688,140 @@ fn a_diff_that_lost_an_epochs_end_is_refused() {
     let persisted =
         peer.take_actions().into_iter().any(|a| matches!(a, Action::Io(Io::Persist { op: StorageOp::Append(_), .. })));
     assert!(!persisted, "nothing appended");
+}
+
+impl Cluster {
+    /// Asks `id` to confirm it still leads; the probe to wait for.
+    fn probe(&mut self, id: ServerId) -> Option<u64> {
+        let probe = self.nodes.get_mut(&id).unwrap().peer.confirm_leadership();
+        self.drain(id);
+        probe
+    }
+}
+
+#[test]
+fn a_lone_member_confirms_its_leadership_at_once() {
+    let mut c = Cluster::new(1);
+    let probe = c.probe(1).expect("the leader probes");
+    assert_eq!(c.nodes[&1].confirmed, probe);
+}
+
+#[test]
+fn a_leader_is_confirmed_by_a_quorum_of_echoes_and_not_by_itself() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    let others: Vec<ServerId> = (1..=3).filter(|id| *id != leader).collect();
+    // Every follower answers: confirmed once delivered, not before.
+    let first = c.probe(leader).unwrap();
+    assert!(c.nodes[&leader].confirmed < first, "confirmed before any follower echoed");
+    c.deliver_all();
+    assert_eq!(c.nodes[&leader].confirmed, first);
+    // One follower cut off: the other still makes a quorum with the leader.
+    c.cut = vec![(leader, others[0]), (others[0], leader)];
+    let second = c.probe(leader).unwrap();
+    assert!(second > first);
+    c.deliver_all();
+    assert_eq!(c.nodes[&leader].confirmed, second);
+    // Both cut off: no confirmation, however long it waits, and it steps down.
+    c.cut.extend([(leader, others[1]), (others[1], leader)]);
+    let third = c.probe(leader).unwrap();
+    c.settle(3);
+    assert!(c.nodes[&leader].confirmed < third);
+    c.settle(20);
+    assert!(c.nodes[&leader].confirmed < third);
+    assert_ne!(c.nodes[&leader].peer.status().role, Role::Leading);
+}
+
+#[test]
+fn probes_asked_for_in_one_turn_share_one_ping() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    let a = c.nodes.get_mut(&leader).unwrap().peer.confirm_leadership().unwrap();
+    let b = c.nodes.get_mut(&leader).unwrap().peer.confirm_leadership().unwrap();
+    assert_eq!(a, b);
+    c.drain(leader);
+    let pings = c.queue.iter().filter(|(from, _, m)| *from == leader && m.kind() == "PING").count();
+    assert_eq!(pings, 2, "one PING per follower");
+    c.deliver_all();
+    assert_eq!(c.nodes[&leader].confirmed, a);
+}
+
+/// A leader cut off long enough for the others to elect a new one (as a
+/// paused process would be) gets no confirmation once it hears them again:
+/// they follow a later epoch and ignore its probes.
+#[test]
+fn a_deposed_leader_is_never_confirmed() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let old = c.leader().unwrap();
+    let others: Vec<ServerId> = (1..=3).filter(|id| *id != old).collect();
+    let epoch = c.nodes[&old].peer.current_epoch();
+    // Paused: no ticks and no messages for the old leader.
+    c.nodes.get_mut(&old).unwrap().up = false;
+    c.settle(30);
+    let new = c.leader().expect("the others elect a leader");
+    assert!(others.contains(&new) && c.nodes[&new].peer.current_epoch() > epoch);
+    // Resumed: it still believes it leads, and probes at once.
+    c.nodes.get_mut(&old).unwrap().up = true;
+    assert_eq!(c.nodes[&old].peer.status().role, Role::Leading);
+    let probe = c.probe(old).unwrap();
+    c.deliver_all();
+    assert!(c.nodes[&old].confirmed < probe, "confirmed by members of a later epoch");
+    c.settle(20);
+    assert!(c.nodes[&old].confirmed < probe);
+}
+
+fn echo_an_unsent_probe(_from: ServerId, _to: ServerId, msg: &mut Message) {
+    if let Message::FollowerPing { probe, .. } = msg {
+        *probe += 1000;
+    }
+}
+
+#[test]
+fn an_echo_of_a_probe_never_sent_confirms_only_what_was_sent() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().unwrap();
+    c.tamper = Some(echo_an_unsent_probe);
+    let probe = c.probe(leader).unwrap();
+    c.deliver_all();
+    assert_eq!(c.nodes[&leader].confirmed, probe, "an inflated echo counts for the probe sent, no more");
+}
+
+/// Peer 3 chose 1 in a close race that 1 itself resolved for 2: 1's word that
+/// it follows 2 sends 3 back to the election at once; an older round's
+/// word does not.
+#[test]
+fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
+    let following_1 = || {
+        let mut peer = Peer::new(config(3, 3), Durable::default());
+        peer.take_actions();
+        // 1's history is longer than 3's own, so 3 adopts 1's vote.
+        let vote = Vote { epoch: 1, zxid: Zxid::ZERO, leader: 1 };
+        peer.handle(Input::Message {
+            from: 1,
+            msg: Message::Notification { round: 1, vote, state: PeerState::Looking },
+        });
+        for _ in 0..3 {
+            peer.handle(Input::Tick);
+        }
+        assert_eq!(peer.status().role, Role::Following, "3 follows 1");
+        assert_eq!(peer.status().leader, Some(1));
+        peer.take_actions();
+        peer
+    };
+    let for_2 = Vote { epoch: 1, zxid: Zxid::ZERO, leader: 2 };
+    let mut peer = following_1();
+    peer.handle(Input::Message {
+        from: 1,
+        msg: Message::Notification { round: 0, vote: for_2, state: PeerState::Following },
+    });
+    assert_eq!(peer.status().role, Role::Following, "an older round's word is stale");
+    peer.handle(Input::Message {
+        from: 1,
+        msg: Message::Notification { round: 1, vote: for_2, state: PeerState::Following },
+    });
+    assert_eq!(peer.status().role, Role::Looking);
 }

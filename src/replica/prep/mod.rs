@@ -29,7 +29,8 @@ enum Work {
     Refuse { session: SessionId, cxid: i32, code: ErrorCode },
     /// A new session.
     CreateSession(NewSession),
-    /// A sync: answered with the last proposed zxid once everything before it is proposed.
+    /// A sync: once everything before it is proposed, the last proposed
+    /// zxid is its answer, given once a quorum confirms this member leads.
     Sync { origin: Option<ServerId>, session: SessionId, cxid: i32 },
     /// A session whose timeout passed.
     Expire { session: SessionId },
@@ -47,6 +48,19 @@ pub struct LocalSync {
     pub cxid: i32,
     /// The last proposed zxid when the sync's turn came.
     pub zxid: Zxid,
+}
+
+/// A sync whose answer waits for a quorum to confirm this member leads.
+#[derive(Clone, Copy, Debug)]
+struct Confirming {
+    /// The leadership probe to wait for.
+    probe: u64,
+    /// The follower that forwarded it; None for the leader's own session.
+    origin: Option<ServerId>,
+    session: SessionId,
+    cxid: i32,
+    /// The last proposed zxid when its turn came.
+    zxid: Zxid,
 }
 
 /// What preparing needs from the rest of the replica.
@@ -77,6 +91,8 @@ pub struct Prep {
     /// path cannot both succeed.
     pending_changes: PendingChanges,
     work: VecDeque<Work>,
+    /// Syncs past their turn, in probe order.
+    confirming: VecDeque<Confirming>,
 }
 
 impl Prep {
@@ -86,6 +102,7 @@ impl Prep {
         self.owners.clear();
         self.pending_changes.clear();
         self.work.clear();
+        self.confirming.clear();
     }
 
     /// Starts leading: every session in the tree gets a full timeout from `now_tick`.
@@ -125,9 +142,28 @@ impl Prep {
         self.work.push_back(Work::CreateSession(new));
     }
 
-    /// Syncs (local or forwarded) waiting their turn behind queued writes.
+    /// Syncs (local or forwarded) waiting their turn behind queued writes,
+    /// or for a quorum to confirm this member leads.
     pub fn pending_syncs(&self) -> usize {
-        self.work.iter().filter(|w| matches!(w, Work::Sync { .. })).count()
+        self.work.iter().filter(|w| matches!(w, Work::Sync { .. })).count() + self.confirming.len()
+    }
+
+    /// A quorum confirmed every leadership probe up to `probe`: answers the
+    /// syncs that waited for them. Forwarded ones go back to their follower;
+    /// those of this member's own sessions are returned, in order.
+    pub fn confirmed(&mut self, zab: &mut Peer, probe: u64) -> Vec<LocalSync> {
+        let mut synced = Vec::new();
+        while let Some(c) = self.confirming.front().filter(|c| c.probe <= probe).copied() {
+            self.confirming.pop_front();
+            let Confirming { origin, session, cxid, zxid, .. } = c;
+            match origin {
+                Some(follower) => {
+                    zab.reply(follower, forward::encode(&ToFollower::SyncDone { session, cxid, zxid }));
+                }
+                None => synced.push(LocalSync { session, cxid, zxid }),
+            }
+        }
+        synced
     }
 
     /// A sync of a session attached to this member.
@@ -222,11 +258,10 @@ impl Prep {
         }
     }
 
-    /// Prepares and proposes queued work while Zab has room. Returns the
-    /// syncs of this member's own sessions that came due, in order.
-    pub fn run(&mut self, env: Env<'_>, tick_ms: u64, now_tick: u64) -> Vec<LocalSync> {
+    /// Prepares and proposes queued work while Zab has room. A sync whose
+    /// turn comes waits for [`Prep::confirmed`].
+    pub fn run(&mut self, env: Env<'_>, tick_ms: u64, now_tick: u64) {
         let Env { zab, tree, now_ms, limits, disk_low } = env;
-        let mut synced = Vec::new();
         while !self.work.is_empty() {
             let Ok(zxid) = zab.next_zxid() else { break };
             let Some(work) = self.work.pop_front() else { break };
@@ -259,11 +294,9 @@ impl Prep {
                 }
                 Work::Sync { origin, session, cxid } => {
                     let zxid = zab.last_logged();
-                    match origin {
-                        Some(follower) => {
-                            zab.reply(follower, forward::encode(&ToFollower::SyncDone { session, cxid, zxid }));
-                        }
-                        None => synced.push(LocalSync { session, cxid, zxid }),
+                    // Only an established leader prepares, so there is a probe.
+                    if let Some(probe) = zab.confirm_leadership() {
+                        self.confirming.push_back(Confirming { probe, origin, session, cxid, zxid });
                     }
                     continue;
                 }
@@ -281,6 +314,5 @@ impl Prep {
                 break;
             }
         }
-        synced
     }
 }
