@@ -10,7 +10,7 @@
 
 use super::node::SharedAcl;
 use super::stat::StatPersisted;
-use super::{table, SessionRecord, TreeState, Znode};
+use super::{path, table, SessionRecord, TreeState, Znode};
 use crate::acl::Acl;
 use crate::data::Data;
 use crate::ids::{SessionId, Zxid};
@@ -403,6 +403,10 @@ pub struct Reader {
     /// duplicate, so the reader looks one up only when a snapshot is not in
     /// table order (those of earlier versions were written in pre-order).
     last_path: Option<String>,
+    /// The parent of the last nodes read and how many of them it has not
+    /// counted yet: siblings come in runs, and counting a run at once spares
+    /// a lookup of the parent per node.
+    siblings: Option<(String, i32)>,
 }
 
 impl Reader {
@@ -475,9 +479,27 @@ impl Reader {
         if !ascending && state.node(&path).is_some() {
             return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} appears twice") });
         }
-        if !state.insert_raw(&path, &data, acl, stat) {
-            return Err(SnapshotError::Inconsistent { index, reason: format!("node {path} has no parent") });
+        if path != "/" {
+            let parent = path::parent(&path);
+            match &mut self.siblings {
+                Some((run, count)) if run.as_str() == parent => *count += 1,
+                siblings => {
+                    // A new run: the last one is counted in its parent (there
+                    // when the run began), and this one's parent must be in.
+                    if let Some((run, count)) = siblings.take() {
+                        state.add_children(&run, count);
+                    }
+                    if state.node(parent).is_none() {
+                        return Err(SnapshotError::Inconsistent {
+                            index,
+                            reason: format!("node {path} has no parent"),
+                        });
+                    }
+                    *siblings = Some((parent.to_string(), 1));
+                }
+            }
         }
+        state.insert_unlinked(&path, &data, acl, stat);
         self.last_path = Some(path);
         self.nodes += 1;
         Ok(())
@@ -488,7 +510,10 @@ impl Reader {
         if !self.done || !self.frames.pending.is_empty() {
             return Err(SnapshotError::Truncated { records: self.records });
         }
-        let state = self.state.ok_or(SnapshotError::Truncated { records: 0 })?;
+        let mut state = self.state.ok_or(SnapshotError::Truncated { records: 0 })?;
+        if let Some((run, count)) = self.siblings {
+            state.add_children(&run, count);
+        }
         if state.node("/").is_none() {
             return Err(SnapshotError::Inconsistent { index: self.records, reason: "no root node".into() });
         }

@@ -57,17 +57,31 @@ impl TreeState {
     /// Returns false, inserting nothing, when a node other than the root has
     /// no parent.
     pub(crate) fn insert_raw(&mut self, path: &str, data: &Data, acl: SharedAcl, stat: StatPersisted) -> bool {
-        if path != "/" {
-            match self.nodes.get_mut(path::parent(path)) {
-                Some(parent) => parent.add_child(1),
-                None => return false,
-            }
+        if path != "/" && !self.add_children(path::parent(path), 1) {
+            return false;
         }
+        self.insert_unlinked(path, data, acl, stat);
+        true
+    }
+
+    /// Inserts a node without counting it in its parent: a snapshot's
+    /// reader counts a run of siblings at once ([`TreeState::add_children`]).
+    pub(crate) fn insert_unlinked(&mut self, path: &str, data: &Data, acl: SharedAcl, stat: StatPersisted) {
         self.index_owner(path, stat.ephemeral_owner);
         self.data_bytes += data.len() as u64;
         // Parents come first, so no child is in yet.
         self.nodes.insert(path, Znode::new(data, acl, stat, 0));
-        true
+    }
+
+    /// Counts `count` more children in the node at `parent`; false when there is none.
+    pub(crate) fn add_children(&mut self, parent: &str, count: i32) -> bool {
+        match self.nodes.get_mut(parent) {
+            Some(node) => {
+                node.add_child(count);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Enters a new node in the index its `ephemeralOwner` puts it in:

@@ -247,6 +247,30 @@ impl Table {
     /// Puts `node` at `path`; returns the node it replaced.
     pub fn insert(&mut self, path: &str, node: Znode) -> Option<Znode> {
         let probe = Probe::Path(path);
+        // After every node (loading a snapshot, or the newest of sequential
+        // names): the last leaf takes it with one lookup, not two.
+        let append = self.leaves.get_max().and_then(|(key, leaf)| {
+            let (last, _) = leaf.0.last()?;
+            (probe.order(last) == Ordering::Greater).then(|| (key.clone(), leaf.0.len()))
+        });
+        if let Some((key, len)) = append {
+            let entry = (NodePath(CompactString::new(path)), node);
+            self.len += 1;
+            if len == LEAF {
+                let mut nodes = Vec::with_capacity(LEAF);
+                nodes.push(entry);
+                self.add_leaf(nodes);
+                return None;
+            }
+            let Some(slot) = self.leaves.get_mut(&key) else { unreachable!("the last leaf was just found") };
+            let leaf = Arc::make_mut(slot);
+            if leaf.0.len() == leaf.0.capacity() {
+                leaf.0.reserve_exact(LEAF - leaf.0.len());
+            }
+            leaf.0.push(entry);
+            leaf.1 = leaf.0.len() as u8;
+            return None;
+        }
         let before_all = match self.leaves.get_min() {
             Some((first, _)) => probe.order(first) == Ordering::Less,
             None => {
