@@ -172,11 +172,11 @@ impl Leaf {
 }
 
 /// Splits the full `leaf` to take `entry` at `at`; returns the nodes of the
-/// new leaf. The cut goes where the insert lands when names
-/// arrive in order (after its last node, before its first, or right after
-/// the previous insert, as a directory's sequential children do when another
-/// directory's run follows in the same leaf), so the part before stays full;
-/// anything else splits it in halves.
+/// new leaf. The cut goes where the insert lands when names arrive in order
+/// (after its last node, before its first, or right after the previous
+/// insert, as a directory's sequential children do when another directory's
+/// run follows in the same leaf), so the part before stays full; anything
+/// else splits it in halves.
 fn split_full(leaf: &mut Leaf, at: usize, ascending: bool, entry: (NodePath, Znode)) -> Vec<(NodePath, Znode)> {
     if at == LEAF || at == 0 {
         // A leaf of its own after it, or before it (filed by its first path).
