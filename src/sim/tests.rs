@@ -99,7 +99,7 @@ const SOAK_REGRESSIONS: [(u64, u64, &str); 5] = [
     ),
     (
         3,
-        1_592_591_142,
+        1_592_594_170,
         "a leader resumed from a pause answered a sync from its own log, behind a newer leader's writes",
     ),
     (3, 1_592_591_225, "a member kept following a would-be leader that followed another, round after round"),
