@@ -169,6 +169,23 @@ impl Leaf {
     fn find(&self, probe: &Probe<'_>) -> Result<usize, usize> {
         self.0.binary_search_by(|(k, _)| probe.order(k).reverse())
     }
+
+    /// Puts `entry` at `at` in a leaf with room for it (growing to at most
+    /// [`LEAF`], not doubling) and remembers where it landed.
+    fn put(&mut self, at: usize, entry: (NodePath, Znode)) {
+        if self.0.len() == self.0.capacity() {
+            self.0.reserve_exact(LEAF - self.0.len());
+        }
+        self.0.insert(at, entry);
+        self.1 = (at + 1) as u8;
+    }
+}
+
+/// The nodes of a new leaf holding only `entry`, with room to fill.
+fn lone(entry: (NodePath, Znode)) -> Vec<(NodePath, Znode)> {
+    let mut nodes = Vec::with_capacity(LEAF);
+    nodes.push(entry);
+    nodes
 }
 
 /// Splits the full `leaf` to take `entry` at `at`; returns the nodes of the
@@ -180,16 +197,13 @@ impl Leaf {
 fn split_full(leaf: &mut Leaf, at: usize, ascending: bool, entry: (NodePath, Znode)) -> Vec<(NodePath, Znode)> {
     if at == LEAF || at == 0 {
         // A leaf of its own after it, or before it (filed by its first path).
-        let mut nodes = Vec::with_capacity(LEAF);
-        nodes.push(entry);
-        return nodes;
+        return lone(entry);
     }
     let cut = if ascending { at } else { LEAF / 2 };
     let mut right = Vec::with_capacity(LEAF);
     right.extend(leaf.0.drain(cut..));
     if at <= cut {
-        leaf.0.insert(at, entry);
-        leaf.1 = (at + 1) as u8;
+        leaf.put(at, entry);
     } else {
         right.insert(at - cut, entry);
         leaf.1 = 0;
@@ -257,27 +271,18 @@ impl Table {
             let entry = (NodePath(CompactString::new(path)), node);
             self.len += 1;
             if len == LEAF {
-                let mut nodes = Vec::with_capacity(LEAF);
-                nodes.push(entry);
-                self.add_leaf(nodes);
+                self.add_leaf(lone(entry));
                 return None;
             }
             let Some(slot) = self.leaves.get_mut(&key) else { unreachable!("the last leaf was just found") };
-            let leaf = Arc::make_mut(slot);
-            if leaf.0.len() == leaf.0.capacity() {
-                leaf.0.reserve_exact(LEAF - leaf.0.len());
-            }
-            leaf.0.push(entry);
-            leaf.1 = leaf.0.len() as u8;
+            Arc::make_mut(slot).put(len, entry);
             return None;
         }
         let before_all = match self.leaves.get_min() {
             Some((first, _)) => probe.order(first) == Ordering::Less,
             None => {
                 self.len = 1;
-                let mut nodes = Vec::with_capacity(LEAF);
-                nodes.push((NodePath(CompactString::new(path)), node));
-                self.add_leaf(nodes);
+                self.add_leaf(lone((NodePath(CompactString::new(path)), node)));
                 return None;
             }
         };
@@ -294,11 +299,7 @@ impl Table {
         // One past the previous insert: names arriving in order.
         let ascending = usize::from(leaf.1) == at;
         if leaf.0.len() < LEAF {
-            if leaf.0.len() == leaf.0.capacity() {
-                leaf.0.reserve_exact(LEAF - leaf.0.len());
-            }
-            leaf.0.insert(at, entry);
-            leaf.1 = (at + 1) as u8;
+            leaf.put(at, entry);
             if at == 0 {
                 let key = key.clone();
                 self.rekey(&key);
@@ -340,8 +341,7 @@ impl Table {
         let Some(slot) = self.leaves.get_mut(key) else { unreachable!("the full leaf was just found") };
         let leaf = Arc::make_mut(slot);
         let shifted: Vec<(NodePath, Znode)> = leaf.0.drain(..moved).collect();
-        leaf.0.insert(at - moved, entry);
-        leaf.1 = (at - moved + 1) as u8;
+        leaf.put(at - moved, entry);
         let Some(slot) = self.leaves.get_mut(&previous) else { unreachable!("the leaf before was just found") };
         let before = Arc::make_mut(slot);
         before.0.reserve_exact(shifted.len());
