@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package bench-failover bench-vs-zookeeper soak
+.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -116,6 +116,11 @@ side-by-side:
 	$(CARGO) build --bin zabkeeper
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## strace, which integration-tests/storage_fsync.rs runs a writer under (it is
+## skipped, saying why, without it; CI installs it).
+strace-package:
+	@$(MAKE) --no-print-directory debian-packages WHAT=strace MARKERS=/usr/bin/strace PACKAGES=strace
 
 ## Installs Debian's zookeeper package (as root, or with sudo when it asks no
 ## password); says why not when it cannot.

@@ -17,8 +17,9 @@
 //! operation below is therefore arranged so that each prefix of its writes
 //! is a state recovery accepts.
 //!
-//! What the runtime should know about sled here: `flush` fsyncs the
-//! database's one write-ahead log, shared by its trees; batches and
+//! What the runtime should know about sled here: `flush` makes the
+//! database's one write-ahead log, shared by its trees, durable (sled's own
+//! flush writes it, and `durable` fsyncs what sled only wrote); batches and
 //! transactions take a database-wide write lock (plain inserts do not); and
 //! a dropped handle releases its file lock only shortly after the drop.
 
@@ -37,6 +38,7 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+mod durable;
 mod runs;
 mod snapshots;
 
@@ -95,6 +97,8 @@ pub const SNAPSHOT_CHUNK_BYTES: usize = 64 << 10;
 #[derive(Clone)]
 pub struct SledStorage {
     db: sled::Db,
+    /// Makes what `db` flushes durable.
+    durable: Arc<durable::Durable>,
     log: sled::Tree,
     meta: sled::Tree,
     snaps: Arc<Snapshots>,
@@ -181,10 +185,13 @@ impl SledStorage {
             // commit), so sled's own periodic fsync would only add disk work.
             let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
             let db = open_retrying(&config)?;
+            let durable = durable::Durable::open(path)
+                .map_err(|e| StorageError::Io { during: "open: syncing the database files", source: e.into() })?;
             let store = SledStorage {
                 log: db.open_tree(LOG_TREE).map_err(io("open: log tree"))?,
                 meta: db.open_tree(META_TREE).map_err(io("open: meta tree"))?,
                 db,
+                durable: Arc::new(durable),
                 snaps: Arc::new(Snapshots::new(path)),
                 path: Arc::new(path.to_path_buf()),
                 snapshot_lock: Arc::new(Mutex::new(())),
@@ -193,6 +200,12 @@ impl SledStorage {
             store.open_snapshots(snapshots_exist)?;
             Ok(store)
         })
+    }
+
+    /// Flushes the log's database and makes what it wrote durable.
+    fn flush_durably(&self, during: &'static str) -> Result<(), StorageError> {
+        self.db.flush().map_err(io(during))?;
+        self.durable.sync().map_err(|e| StorageError::Io { during, source: e.into() })
     }
 
     /// The directory of the store.
@@ -228,7 +241,7 @@ impl SledStorage {
                 // snapshots.
                 self.move_snapshots_out()?;
                 self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
-                self.db.flush().map_err(io("open: flushing the format"))?;
+                self.flush_durably("open: flushing the format")?;
                 tracing::info!(path = %self.path.display(), "storage upgraded to format 3 (snapshots in their own database)");
                 false
             }
@@ -272,7 +285,7 @@ impl SledStorage {
                     });
                 }
                 self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: writing the format"))?;
-                self.db.flush().map_err(io("open: flushing the format"))?;
+                self.flush_durably("open: flushing the format")?;
                 false
             }
         };
@@ -402,8 +415,7 @@ impl Storage for SledStorage {
     }
 
     fn flush(&self) -> Result<(), StorageError> {
-        self.db.flush().map_err(io("flush"))?;
-        Ok(())
+        self.flush_durably("flush")
     }
 
     fn save_snapshot_from(

@@ -99,6 +99,8 @@ pub(super) fn chunk_index(i: usize) -> u32 {
 /// The open snapshot database and its two trees.
 pub(crate) struct SnapDb {
     db: sled::Db,
+    /// Makes what `db` flushes durable.
+    durable: super::durable::Durable,
     /// zxid ‖ chunk index → chunk.
     pub(crate) chunks: sled::Tree,
     /// zxid → completion marker.
@@ -108,7 +110,7 @@ pub(crate) struct SnapDb {
 impl SnapDb {
     fn flush(&self, during: &'static str) -> Result<(), StorageError> {
         self.db.flush().map_err(io(during))?;
-        Ok(())
+        self.durable.sync().map_err(|e| StorageError::Io { during, source: e.into() })
     }
 
     pub(super) fn chunk_keys(&self, zxid: Zxid) -> Result<Vec<IVec>, StorageError> {
@@ -187,10 +189,15 @@ impl Snapshots {
             // Every write here is flushed by the operation that made it.
             let config = sled::Config::new().path(&self.path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
             let db = open_retrying(&config)?;
+            let durable = super::durable::Durable::open(&self.path).map_err(|e| StorageError::Io {
+                during: "opening the snapshot database: syncing its files",
+                source: e.into(),
+            })?;
             Ok(SnapDb {
                 chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
                 index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
                 db,
+                durable,
             })
         })?;
         let db = Arc::new(db);
@@ -294,7 +301,7 @@ impl SledStorage {
         for name in [CHUNK_TREE, INDEX_TREE] {
             self.db.drop_tree(name).map_err(io("open: dropping an old snapshot tree"))?;
         }
-        self.db.flush().map_err(io("open: flushing"))?;
+        self.flush_durably("open: flushing")?;
         tracing::info!(snapshots = moved, dir = %self.snaps.path.display(), "moved snapshots into their own database");
         Ok(())
     }
@@ -406,7 +413,7 @@ impl SledStorage {
     pub(super) fn install_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
         let _serialized = self.lock_snapshots();
         self.meta.insert(INSTALLING, &log_key(zxid)).map_err(io("noting an install"))?;
-        self.db.flush().map_err(io("noting an install"))?;
+        self.flush_durably("noting an install")?;
         let meta = self.replace_snapshot(zxid, chunks)?;
         self.finish_install(zxid)?;
         Ok(meta)
@@ -430,7 +437,7 @@ impl SledStorage {
                 Ok(())
             })
             .map_err(tx_err("installing a snapshot"))?;
-        self.db.flush().map_err(io("installing a snapshot"))?;
+        self.flush_durably("installing a snapshot")?;
         Ok(())
     }
 
@@ -447,7 +454,7 @@ impl SledStorage {
         } else {
             tracing::info!(?zxid, "undoing the install of a leader's snapshot that a crash cut short");
             self.meta.remove(INSTALLING).map_err(io("open: removing the install note"))?;
-            self.db.flush().map_err(io("open: flushing"))?;
+            self.flush_durably("open: flushing")?;
             Ok(())
         }
     }

@@ -1,0 +1,141 @@
+//! What makes a sled flush durable.
+//!
+//! sled 0.34's flush is not an fsync. It writes its log buffer and waits
+//! with `sync_file_range`, which neither flushes the drive's write cache nor
+//! makes a grown file's new size durable, and it never syncs the blob files
+//! it writes for values and pages over ~128 KiB, nor their directory. That
+//! survives `kill -9` (the page cache does), not a power cut or a kernel
+//! crash. So every flush of ours is followed by [`Durable::sync`]: fdatasync
+//! of the database file, then fsync of each blob file not synced before and
+//! of the blob directory. An acknowledged write is then on disk the way
+//! ZooKeeper's is after its `FileChannel.force`.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The file sled 0.34 keeps its log and pages in, inside its directory.
+const DATA_FILE: &str = "db";
+/// sled's configuration file, written when the database is created.
+const CONF_FILE: &str = "conf";
+/// The directory of sled's blob files.
+const BLOB_DIR: &str = "blobs";
+
+/// The durability half of one sled database: its files, synced on demand.
+#[derive(Debug)]
+pub(crate) struct Durable {
+    /// sled's data file. fsync acts on the file, not the descriptor, so a
+    /// descriptor of our own, read-only, syncs what sled's wrote.
+    data: File,
+    /// The database's directory.
+    dir: PathBuf,
+    /// Blob files already synced (and still present at the last look).
+    synced_blobs: Mutex<HashSet<OsString>>,
+}
+
+impl Durable {
+    /// Opens the files of the sled database in `dir` (open it with sled
+    /// first) and makes the database's files and their directory entries
+    /// durable, so a database created just now survives a power cut too.
+    pub(crate) fn open(dir: &Path) -> io::Result<Durable> {
+        let data = File::open(dir.join(DATA_FILE))?;
+        data.sync_all()?;
+        match File::open(dir.join(CONF_FILE)) {
+            Ok(conf) => conf.sync_all()?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        sync_dir(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // The database directory's own entry, when sled just created it.
+            sync_dir(parent)?;
+        }
+        let durable = Durable { data, dir: dir.to_path_buf(), synced_blobs: Mutex::new(HashSet::new()) };
+        durable.sync_new_blobs()?;
+        Ok(durable)
+    }
+
+    /// Makes everything sled has flushed durable: call after each sled flush.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.data.sync_data()?;
+        self.sync_new_blobs()
+    }
+
+    /// Syncs the blob files not synced before, then their directory. The
+    /// directory is listed on every call: a blob can appear whenever a value
+    /// or a page grows past sled's inline limit, and a directory's mtime is
+    /// too coarse to tell one created in the same clock tick.
+    fn sync_new_blobs(&self) -> io::Result<()> {
+        let blob_dir = self.dir.join(BLOB_DIR);
+        let listing = match std::fs::read_dir(&blob_dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let mut synced = self.synced_blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut present = HashSet::with_capacity(synced.len());
+        let mut any_new = false;
+        for entry in listing {
+            let name = entry?.file_name();
+            if !synced.contains(&name) {
+                match File::open(blob_dir.join(&name)) {
+                    Ok(blob) => blob.sync_all()?,
+                    // Removed by sled since the listing: nothing to keep.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e),
+                }
+                any_new = true;
+            }
+            present.insert(name);
+        }
+        *synced = present;
+        if any_new {
+            sync_dir(&blob_dir)?;
+        }
+        Ok(())
+    }
+
+    /// How many blob files are known synced (for tests).
+    #[cfg(test)]
+    pub(crate) fn synced_blob_count(&self) -> usize {
+        self.synced_blobs.lock().map_or(0, |s| s.len())
+    }
+}
+
+/// fsync of a directory: makes the entries created in it durable.
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_blob_files_are_synced_once_and_removed_ones_forgotten() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
+        let durable = Durable::open(dir.path()).expect("open");
+        durable.sync().expect("sync without a blob directory");
+        assert_eq!(durable.synced_blob_count(), 0);
+        let blobs = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blobs).expect("the blob directory");
+        std::fs::write(blobs.join("17"), b"a large value").expect("a blob");
+        std::fs::write(blobs.join("42"), b"another").expect("a blob");
+        durable.sync().expect("sync two new blobs");
+        assert_eq!(durable.synced_blob_count(), 2);
+        std::fs::remove_file(blobs.join("17")).expect("remove a blob");
+        durable.sync().expect("sync after a removal");
+        assert_eq!(durable.synced_blob_count(), 1, "a removed blob is forgotten");
+    }
+
+    #[test]
+    fn a_missing_data_file_is_an_error_not_a_silent_no_op() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let err = Durable::open(dir.path()).expect_err("no data file");
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+}
