@@ -1,6 +1,7 @@
-//! Core throughput: transactions applied to the tree per second, and
-//! acknowledged writes per second through `SledStorage` with one flush per
-//! write versus group commit. Kept short: the machine is small and shared.
+//! Core throughput: transactions applied to the tree per second, getData
+//! answered from the tree per second, and acknowledged writes per second
+//! through `SledStorage` with one flush per write versus group commit. Kept
+//! short: the machine is small and shared.
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -143,6 +144,26 @@ fn sled_acked_writes(c: &mut Criterion) {
     group.finish();
 }
 
+/// getData as a replica answers it (ACL check, data and Stat), on a tree of
+/// `TXNS / 2` nodes, every node in turn.
+fn tree_reads(c: &mut Criterion) {
+    let mut tree = DataTree::new();
+    for (zxid, txn) in prepared() {
+        tree.apply(zxid, &txn);
+    }
+    let reads: Vec<Op> = (0..TXNS / 2).map(|i| Op::GetData { path: format!("/node-{i}"), watch: false }).collect();
+    let mut group = c.benchmark_group("tree_reads");
+    group.throughput(Throughput::Elements(reads.len() as u64));
+    group.bench_function("get_data_100B", |b| {
+        b.iter(|| {
+            for op in &reads {
+                black_box(zabkeeper::replica::reads::execute(&mut tree, SESSION, &[], op));
+            }
+        })
+    });
+    group.finish();
+}
+
 fn config() -> Criterion {
     Criterion::default()
         .sample_size(10)
@@ -154,6 +175,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = core;
     config = config();
-    targets = tree_apply, sled_acked_writes
+    targets = tree_apply, tree_reads, sled_acked_writes
 }
 criterion_main!(core);

@@ -38,6 +38,11 @@ fn check_no_nul(p: &str) -> Result<(), ZkError> {
     Ok(())
 }
 
+/// Whether `identities` may `perm` a node, as the tree's reads ask it.
+fn may(perm: i32, identities: &[Id]) -> impl FnOnce(&crate::tree::Znode) -> bool + '_ {
+    move |node| acl::permits(node.acl(), perm, identities)
+}
+
 fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(), ZkError> {
     let node = tree.state().node(p).ok_or_else(|| err(ErrorCode::NoNode, p))?;
     if acl::permits(node.acl(), perm, identities) {
@@ -71,15 +76,14 @@ fn answer(tree: &mut DataTree, session: SessionId, identities: &[Id], op: &Op, e
         Op::Exists { path, watch } => {
             let path = root_alias(path);
             check_no_nul(path)?;
-            if tree.state().node(path).is_some() {
-                require(tree, path, perms::READ, identities)?;
-            }
-            tree.exists(path, watcher(*watch)).map(OpResult::Stat).map_err(|c| err(c, path))
+            tree.exists(path, watcher(*watch), may(perms::READ, identities))
+                .map(OpResult::Stat)
+                .map_err(|c| err(c, path))
         }
         Op::GetData { path, watch } => {
             let path = root_alias(path);
-            require(tree, path, perms::READ, identities)?;
-            let (data, stat) = tree.get_data(path, watcher(*watch)).map_err(|c| err(c, path))?;
+            let (data, stat) =
+                tree.get_data(path, watcher(*watch), may(perms::READ, identities)).map_err(|c| err(c, path))?;
             Ok(OpResult::Data { data, stat })
         }
         Op::GetChildren { path, watch, with_stat } => {

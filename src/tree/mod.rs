@@ -222,9 +222,19 @@ impl DataTree {
         }
     }
 
-    /// getData: data and Stat, optionally leaving a data watch.
-    pub fn get_data(&mut self, path: &str, watcher: Option<SessionId>) -> Result<(Data, Stat), ErrorCode> {
+    /// getData: data and Stat, optionally leaving a data watch; NoAuth, and
+    /// no watch, when `may_read` refuses the node. One lookup of the path
+    /// serves the check and the answer.
+    pub fn get_data(
+        &mut self,
+        path: &str,
+        watcher: Option<SessionId>,
+        may_read: impl FnOnce(&Znode) -> bool,
+    ) -> Result<(Data, Stat), ErrorCode> {
         let node = self.state.node(path).ok_or(ErrorCode::NoNode)?;
+        if !may_read(node) {
+            return Err(ErrorCode::NoAuth);
+        }
         let out = (node.data_value(), node.stat());
         if let Some(session) = watcher {
             self.watches.add_data(path, session);
@@ -232,12 +242,23 @@ impl DataTree {
         Ok(out)
     }
 
-    /// exists: the Stat; the watch is left even when the node is missing.
-    pub fn exists(&mut self, path: &str, watcher: Option<SessionId>) -> Result<Stat, ErrorCode> {
+    /// exists: the Stat; the watch is left even when the node is missing (it
+    /// is for the create), but not when `may_read` refuses the node (NoAuth).
+    pub fn exists(
+        &mut self,
+        path: &str,
+        watcher: Option<SessionId>,
+        may_read: impl FnOnce(&Znode) -> bool,
+    ) -> Result<Stat, ErrorCode> {
+        let stat = match self.state.node(path) {
+            Some(node) if !may_read(node) => return Err(ErrorCode::NoAuth),
+            Some(node) => Ok(node.stat()),
+            None => Err(ErrorCode::NoNode),
+        };
         if let Some(session) = watcher {
             self.watches.add_exists(path, session);
         }
-        self.state.stat_of(path).ok_or(ErrorCode::NoNode)
+        stat
     }
 
     /// getChildren: sorted names and the Stat, optionally leaving a child watch.

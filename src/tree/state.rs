@@ -244,10 +244,6 @@ impl TreeState {
         total ^ h.finish()
     }
 
-    pub(super) fn stat_of(&self, path: &str) -> Option<Stat> {
-        self.node(path).map(Znode::stat)
-    }
-
     pub(super) fn create(
         &mut self,
         zxid: Zxid,

@@ -214,14 +214,14 @@ fn multi_applies_every_op_under_one_zxid_and_a_failed_one_nothing() {
 #[test]
 fn create_and_delete_fire_data_and_child_watches() {
     let mut t = T::new();
-    t.tree.exists("/w", Some(S)).unwrap_err();
+    t.tree.exists("/w", Some(S), |_| true).unwrap_err();
     t.tree.get_children("/", Some(OTHER)).unwrap();
     let applied = t.create("/w", 0, 1);
     assert_eq!(
         events(&applied),
         vec![(S, EventType::NodeCreated, "/w".into()), (OTHER, EventType::NodeChildrenChanged, "/".into())]
     );
-    t.tree.get_data("/w", Some(S)).unwrap();
+    t.tree.get_data("/w", Some(S), |_| true).unwrap();
     t.tree.get_children("/w", Some(OTHER)).unwrap();
     let applied = t.apply(S, TxnBody::Delete { path: "/w".into() });
     assert_eq!(
@@ -234,7 +234,7 @@ fn create_and_delete_fire_data_and_child_watches() {
 fn set_data_fires_once_and_set_acl_not_at_all() {
     let mut t = T::new();
     t.create("/w", 0, 1);
-    t.tree.get_data("/w", Some(S)).unwrap();
+    t.tree.get_data("/w", Some(S), |_| true).unwrap();
     let none = t.apply(S, TxnBody::SetAcl { path: "/w".into(), acl: Acl::open_unsafe(), version: 1 });
     assert!(none.events.is_empty());
     let first = t.apply(S, TxnBody::SetData { path: "/w".into(), data: Bytes::new().into(), version: 1 });
@@ -246,10 +246,23 @@ fn set_data_fires_once_and_set_acl_not_at_all() {
 #[test]
 fn get_data_on_a_missing_node_leaves_no_watch_but_exists_does() {
     let mut t = T::new();
-    assert_eq!(t.tree.get_data("/later", Some(S)), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.get_data("/later", Some(S), |_| true), Err(ErrorCode::NoNode));
     assert_eq!(t.tree.watches().count(), 0);
-    assert_eq!(t.tree.exists("/later", Some(S)), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.exists("/later", Some(S), |_| true), Err(ErrorCode::NoNode));
     assert_eq!(t.tree.watches().count(), 1);
+}
+
+#[test]
+fn a_read_refused_by_its_check_is_noauth_and_leaves_no_watch() {
+    let mut t = T::new();
+    t.create("/w", 0, 1);
+    assert_eq!(t.tree.get_data("/w", Some(S), |_| false), Err(ErrorCode::NoAuth));
+    assert_eq!(t.tree.exists("/w", Some(S), |_| false), Err(ErrorCode::NoAuth));
+    assert_eq!(t.tree.watches().count(), 0);
+    // A missing node is NoNode whatever the check would say: there is no ACL to ask.
+    assert_eq!(t.tree.get_data("/none", Some(S), |_| false), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.exists("/none", Some(S), |_| false), Err(ErrorCode::NoNode));
+    assert_eq!(t.tree.watches().count(), 1, "only exists' watch on the missing node");
 }
 
 #[test]
@@ -257,7 +270,7 @@ fn closing_a_session_fires_watches_on_its_ephemerals() {
     let mut t = T::new();
     t.apply(S, TxnBody::CreateSession { timeout_ms: 5000, password: Bytes::new() });
     t.create("/lock", S.0, 1);
-    t.tree.exists("/lock", Some(OTHER)).unwrap();
+    t.tree.exists("/lock", Some(OTHER), |_| true).unwrap();
     let applied = t.apply(S, TxnBody::CloseSession { paths: vec!["/lock".into()] });
     assert_eq!(events(&applied), vec![(OTHER, EventType::NodeDeleted, "/lock".into())]);
 }
@@ -388,13 +401,13 @@ fn null_data_reads_back_null_and_empty_reads_back_empty() {
     };
     t.apply(S, create("/null", Data::NULL));
     t.apply(S, create("/empty", Data::EMPTY));
-    assert_eq!(t.tree.get_data("/null", None).unwrap().0, Data::NULL);
-    assert_eq!(t.tree.get_data("/empty", None).unwrap().0, Data::EMPTY);
+    assert_eq!(t.tree.get_data("/null", None, |_| true).unwrap().0, Data::NULL);
+    assert_eq!(t.tree.get_data("/empty", None, |_| true).unwrap().0, Data::EMPTY);
     assert_eq!(t.stat("/null").data_length, 0);
     t.apply(S, TxnBody::SetData { path: "/empty".into(), data: Data::NULL, version: 1 });
     t.apply(S, TxnBody::SetData { path: "/null".into(), data: Data::from(b"x"), version: 1 });
-    assert_eq!(t.tree.get_data("/empty", None).unwrap().0, Data::NULL);
-    assert_eq!(t.tree.get_data("/null", None).unwrap().0, Data::from(b"x"));
+    assert_eq!(t.tree.get_data("/empty", None, |_| true).unwrap().0, Data::NULL);
+    assert_eq!(t.tree.get_data("/null", None, |_| true).unwrap().0, Data::from(b"x"));
     let digest_with = |data: Data| {
         let mut t = T::new();
         t.apply(S, create("/x", data));
