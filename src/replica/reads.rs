@@ -45,7 +45,7 @@ fn may(perm: i32, identities: &[Id]) -> impl FnOnce(&crate::tree::Znode) -> bool
 
 fn require(tree: &DataTree, p: &str, perm: i32, identities: &[Id]) -> Result<(), ZkError> {
     let node = tree.state().node(p).ok_or_else(|| err(ErrorCode::NoNode, p))?;
-    if acl::permits(node.acl(), perm, identities) {
+    if may(perm, identities)(node) {
         Ok(())
     } else {
         Err(err(ErrorCode::NoAuth, p))

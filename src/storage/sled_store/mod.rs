@@ -118,6 +118,11 @@ fn io(during: &'static str) -> impl FnOnce(sled::Error) -> StorageError {
     move |source| StorageError::Io { during, source }
 }
 
+/// A filesystem error (outside sled) during `during`.
+fn fs_io(during: &'static str) -> impl FnOnce(std::io::Error) -> StorageError {
+    move |e| StorageError::Io { during, source: e.into() }
+}
+
 fn tx_err(during: &'static str) -> impl FnOnce(TransactionError<std::convert::Infallible>) -> StorageError {
     move |e| match e {
         TransactionError::Abort(never) => match never {},
@@ -162,11 +167,9 @@ impl SledStorage {
             if !path.is_dir() {
                 return Err(not_a_store("it is not a directory"));
             }
-            let entries = std::fs::read_dir(path)
-                .map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
+            let entries = std::fs::read_dir(path).map_err(fs_io("open: listing the directory"))?;
             for entry in entries {
-                let entry =
-                    entry.map_err(|e| StorageError::Io { during: "open: listing the directory", source: e.into() })?;
+                let entry = entry.map_err(fs_io("open: listing the directory"))?;
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
                 // A crash while sled creates its files leaves some of them: not foreign.
@@ -185,8 +188,7 @@ impl SledStorage {
             // commit), so sled's own periodic fsync would only add disk work.
             let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
             let db = open_retrying(&config)?;
-            let durable = durable::Durable::open(path)
-                .map_err(|e| StorageError::Io { during: "open: syncing the database files", source: e.into() })?;
+            let durable = durable::Durable::open(path).map_err(fs_io("open: syncing the database files"))?;
             let store = SledStorage {
                 log: db.open_tree(LOG_TREE).map_err(io("open: log tree"))?,
                 meta: db.open_tree(META_TREE).map_err(io("open: meta tree"))?,
@@ -204,8 +206,7 @@ impl SledStorage {
 
     /// Flushes the log's database and makes what it wrote durable.
     fn flush_durably(&self, during: &'static str) -> Result<(), StorageError> {
-        self.db.flush().map_err(io(during))?;
-        self.durable.sync().map_err(|e| StorageError::Io { during, source: e.into() })
+        flush_durably(&self.db, &self.durable, during)
     }
 
     /// The directory of the store.
@@ -222,8 +223,7 @@ impl SledStorage {
         let sidecar = self.path.join(SIDECAR);
         let mut sidecar_current = false;
         if has_sidecar {
-            let found = std::fs::read(&sidecar)
-                .map_err(|e| StorageError::Io { during: "open: reading the marker file", source: e.into() })?;
+            let found = std::fs::read(&sidecar).map_err(fs_io("open: reading the marker file"))?;
             if ![FORMAT, FORMAT_V1, FORMAT_V2].contains(&found.as_slice()) {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
@@ -292,8 +292,7 @@ impl SledStorage {
         if !sidecar_current {
             // Written only once the format key is durable, so a sidecar
             // always means "this database held a store".
-            write_durably(&sidecar, FORMAT)
-                .map_err(|e| StorageError::Io { during: "open: writing the marker file", source: e.into() })?;
+            write_durably(&sidecar, FORMAT).map_err(fs_io("open: writing the marker file"))?;
         }
         Ok(snapshots_exist)
     }
@@ -500,6 +499,12 @@ fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Flushes `db` and makes what it wrote durable with `durable`, its files.
+fn flush_durably(db: &sled::Db, durable: &durable::Durable, during: &'static str) -> Result<(), StorageError> {
+    db.flush().map_err(io(during))?;
+    durable.sync().map_err(fs_io(during))
 }
 
 /// A sled scan that checks keys strictly increase: sled 0.34 can revisit

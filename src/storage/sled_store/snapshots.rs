@@ -109,8 +109,7 @@ pub(crate) struct SnapDb {
 
 impl SnapDb {
     fn flush(&self, during: &'static str) -> Result<(), StorageError> {
-        self.db.flush().map_err(io(during))?;
-        self.durable.sync().map_err(|e| StorageError::Io { during, source: e.into() })
+        super::flush_durably(&self.db, &self.durable, during)
     }
 
     pub(super) fn chunk_keys(&self, zxid: Zxid) -> Result<Vec<IVec>, StorageError> {
@@ -189,10 +188,8 @@ impl Snapshots {
             // Every write here is flushed by the operation that made it.
             let config = sled::Config::new().path(&self.path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
             let db = open_retrying(&config)?;
-            let durable = super::durable::Durable::open(&self.path).map_err(|e| StorageError::Io {
-                during: "opening the snapshot database: syncing its files",
-                source: e.into(),
-            })?;
+            let durable = super::durable::Durable::open(&self.path)
+                .map_err(super::fs_io("opening the snapshot database: syncing its files"))?;
             Ok(SnapDb {
                 chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
                 index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
