@@ -861,3 +861,70 @@ fn whoami_lists_the_sessions_identities_sorted() {
     let at = |user: &str| keys.iter().position(|k| k.1.starts_with(user)).expect("the identity is listed");
     assert!(at("alice:") < at("zed:"), "{keys:?}");
 }
+
+impl Ensemble {
+    /// Restarts a crashed replica from what its storage holds, as a new
+    /// process would: its request tags start again from the first.
+    fn restart(&mut self, id: ServerId) {
+        let n = self.nodes.len() as u64;
+        let now_ms = self.now_ms;
+        // The old process's connections are gone, and whatever they carried.
+        self.queue.retain(|(from, to, _)| *from != id && *to != id);
+        self.held_msgs.retain(|(from, to, _)| *from != id && *to != id);
+        let node = self.nodes.get_mut(&id).unwrap();
+        node.hold = false;
+        node.held.clear();
+        node.replica = Replica::new(config(id, n), node.durable.clone(), now_ms);
+        node.up = true;
+        self.drain(id);
+        self.deliver();
+    }
+}
+
+#[test]
+fn a_restarted_members_resumed_session_starts_only_after_its_first_lifes_writes_commit() {
+    // A restarted member tags requests from the first tag again, so the
+    // second write of a session resumed there carries the tag its first
+    // life gave a write that may still be uncommitted. With five members,
+    // the leader and the restarted member holding that write after the sync
+    // is no quorum, so its commit could come after the new write started,
+    // and be taken for the new write's. The resumed session's revalidation
+    // prevents it: the member attaches the session only once it has applied
+    // everything the leader had proposed.
+    let mut e = Ensemble::new(5);
+    let leader = e.leader();
+    let others: Vec<ServerId> = (1..=5).filter(|id| *id != leader).collect();
+    let (member, slow) = (others[0], &others[1..]);
+    let (conn, session, password) = e.connect(member);
+    // Every follower's disk is slow: the member's write is proposed and
+    // stays uncommitted (the others still answer the leader's probes).
+    for id in &others {
+        e.nodes.get_mut(id).unwrap().hold = true;
+    }
+    e.send(conn, create("/first-life", CreateMode::Persistent));
+    e.deliver();
+    e.crash(member);
+    e.restart(member);
+    e.settle(3);
+    assert!(e.nodes[&member].replica.status().serving, "the restarted member syncs and serves");
+    let resume = ConnectRequest { session_id: session.0, password, timeout_ms: 10_000, last_zxid_seen: 0 };
+    let conn = e.connect_with(member, resume);
+    e.settle(3);
+    assert!(e.take(conn).is_empty(), "the session waits for the first life's write");
+    for id in slow {
+        e.release_disk(*id);
+    }
+    e.settle(2);
+    assert!(matches!(e.take(conn).first(), Some(ClientMessage::Connected { .. })), "the session resumes");
+    assert_eq!(
+        e.call(conn, create("/second-life", CreateMode::Persistent)).map_err(|err| err.code),
+        Ok(created(&e, member, "/second-life"))
+    );
+    assert!(e.nodes[&member].replica.tree().state().node("/first-life").is_some());
+}
+
+/// The reply a create of `path` gets, from the node `member` holds.
+fn created(e: &Ensemble, member: ServerId, path: &str) -> OpResult {
+    let stat = e.nodes[&member].replica.tree().state().node(path).expect("the node was created").stat();
+    OpResult::Created { path: path.into(), stat }
+}

@@ -29,7 +29,7 @@ use crate::server::tls::PeerTls;
 use crate::zab::{Message, Role, Status};
 use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -71,6 +71,8 @@ struct InboundStream {
     stream_id: u64,
     /// Batches of messages for the follower.
     tx: mpsc::Sender<Vec<pb::LeaderMessage>>,
+    /// Cleared when a newer stream from the same follower registers.
+    current: Arc<AtomicBool>,
 }
 
 /// The followers' streams: the service registers them, the transport writes to them.
@@ -341,7 +343,18 @@ impl pb::peer_server::Peer for PeerService {
         tokio::spawn(async move {
             let mut follower: Option<ServerId> = None;
             let mut batch_tx = Some(batch_tx);
+            let current = Arc::new(AtomicBool::new(true));
             while let Ok(Some(m)) = incoming.message().await {
+                // A follower that reconnected (a restart, a new sync) speaks
+                // on its newer stream only: what an older one still carries
+                // is from before, and delivered after the newer stream's
+                // sync it could be taken for the new life's (a write of its
+                // first life proposed after its second one resumed the
+                // session, answering a new request that reused the tag).
+                if !current.load(Ordering::Acquire) {
+                    tracing::debug!(follower = ?follower, "stream superseded by a newer one; closing it");
+                    break;
+                }
                 let (from, msg) = match follower_from_pb(m) {
                     Ok(x) => x,
                     Err(e) => {
@@ -359,7 +372,10 @@ impl pb::peer_server::Peer for PeerService {
                     }
                     follower = Some(from);
                     if let (Some(tx), Ok(mut registry)) = (batch_tx.take(), inbound.lock()) {
-                        registry.insert(from, InboundStream { stream_id, tx });
+                        let newer = InboundStream { stream_id, tx, current: current.clone() };
+                        if let Some(older) = registry.insert(from, newer) {
+                            older.current.store(false, Ordering::Release);
+                        }
                     }
                 }
                 if !handle.input(Input::Peer { from, msg }).await {
@@ -367,14 +383,108 @@ impl pb::peer_server::Peer for PeerService {
                 }
             }
             if let Some(f) = follower {
-                if let Ok(mut registry) = inbound.lock() {
-                    if registry.get(&f).is_some_and(|s| s.stream_id == stream_id) {
+                let was_current = inbound.lock().map_or(true, |mut registry| {
+                    let current = registry.get(&f).is_some_and(|s| s.stream_id == stream_id);
+                    if current {
                         registry.remove(&f);
                     }
+                    current
+                });
+                // The end of a superseded stream says nothing of the follower,
+                // which is on its newer one.
+                if was_current {
+                    handle.input(Input::PeerDisconnected { peer: f }).await;
                 }
-                handle.input(Input::PeerDisconnected { peer: f }).await;
             }
         });
         Ok(Response::new(ReceiverStream::new(out_rx)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::handle::Event;
+    use crate::ids::Zxid;
+    use crate::storage::mem_store::MemStorage;
+    use tokio::sync::watch;
+
+    /// The leader's side of the peer service on a loopback port, and the
+    /// inbox its owner task would read.
+    async fn leader_service() -> (String, mpsc::Receiver<Event>) {
+        let text =
+            "data_dir = \"unused\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n\
+                    [[server]]\nid = 2\npeer_addr = \"127.0.0.1:3\"\ngrpc_addr = \"127.0.0.1:4\"\n";
+        let config = Arc::new(ServerConfig::parse(text, Some(1)).expect("config"));
+        let (events_tx, events_rx) = mpsc::channel(64);
+        let (_applied_tx, applied_rx) = watch::channel(Zxid::ZERO);
+        let handle = Handle::new(events_tx, config, Arc::new(MemStorage::new()), applied_rx);
+        let addrs =
+            [(1, HostPort::parse("127.0.0.1:1").expect("addr")), (2, HostPort::parse("127.0.0.1:3").expect("addr"))];
+        let (_transport, service) = links(1, addrs.into_iter().collect(), handle, None);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pb::peer_server::PeerServer::new(service))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        (format!("http://{addr}"), events_rx)
+    }
+
+    /// A `Follow` stream from member 2; what is sent on the returned
+    /// channel reaches the leader.
+    async fn open_stream(url: &str) -> (mpsc::Sender<pb::FollowerMessage>, tonic::Streaming<pb::LeaderMessage>) {
+        let mut client = pb::peer_client::PeerClient::connect(url.to_string()).await.expect("connect");
+        let (tx, rx) = mpsc::channel(16);
+        let answers = client.follow(ReceiverStream::new(rx)).await.expect("follow").into_inner();
+        (tx, answers)
+    }
+
+    fn ping(probe: u64) -> pb::FollowerMessage {
+        peer_convert::follower_to_pb(2, &Message::FollowerPing { epoch: 1, probe }).expect("encode")
+    }
+
+    /// The next input the owner task gets, waiting at most `secs`.
+    async fn next_input(inbox: &mut mpsc::Receiver<Event>, secs: u64) -> Option<Input> {
+        match tokio::time::timeout(Duration::from_secs(secs), inbox.recv()).await {
+            Ok(Some(Event::Input(input))) => Some(input),
+            Ok(_) | Err(_) => None,
+        }
+    }
+
+    fn probe_of(input: Option<Input>) -> Option<u64> {
+        match input {
+            Some(Input::Peer { from: 2, msg: Message::FollowerPing { probe, .. } }) => Some(probe),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_followers_older_stream_delivers_nothing_once_a_newer_one_opens() {
+        // A restarted follower's old stream may still hold messages of its
+        // previous life; delivered after the new life's sync, a write it
+        // carried could be proposed late and its commit taken for a new
+        // request that reused its tag.
+        let (url, mut inbox) = leader_service().await;
+        let (old_tx, _old_answers) = open_stream(&url).await;
+        old_tx.send(ping(1)).await.expect("send on the old stream");
+        assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(1));
+        let (new_tx, _new_answers) = open_stream(&url).await;
+        new_tx.send(ping(2)).await.expect("send on the new stream");
+        assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(2));
+        old_tx.send(ping(3)).await.expect("send on the old stream");
+        drop(old_tx);
+        new_tx.send(ping(4)).await.expect("send on the new stream");
+        // Whatever the old stream carried or its end: neither reaches the
+        // owner, and the newer stream goes on.
+        assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(4));
+        assert!(next_input(&mut inbox, 1).await.is_none(), "nothing more, not even a disconnect of member 2");
+        drop(new_tx);
+        assert!(
+            matches!(next_input(&mut inbox, 10).await, Some(Input::PeerDisconnected { peer: 2 })),
+            "the end of the current stream is reported"
+        );
     }
 }
