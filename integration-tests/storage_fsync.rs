@@ -64,6 +64,7 @@ fn fsync_writer_child() {
     let dir =
         std::env::var(WRITER_ENV).expect("run by every_acknowledged_flush_is_fsynced with ZK_FSYNC_WRITER_DIR set");
     let store = SledStorage::open(&dir).expect("writer: open");
+    say("opened");
     let mut tree = DataTree::new();
     let mut append = |counter: u32, bytes: usize| {
         let zxid = Zxid::new(1, counter);
@@ -91,6 +92,8 @@ fn fsync_writer_child() {
 enum Event {
     /// fsync or fdatasync of the file at this path.
     Sync(String),
+    /// syncfs of the filesystem holding the file at this path.
+    SyncFs(String),
     /// A line the writer printed.
     Said(String),
 }
@@ -99,11 +102,12 @@ enum Event {
 fn events(trace: &str) -> Vec<Event> {
     let mut out = Vec::new();
     for line in trace.lines() {
-        for call in ["fdatasync(", "fsync("] {
+        for call in ["fdatasync(", "fsync(", "syncfs("] {
             // `-y` prints a descriptor as `7</path/to/file>`.
             if let Some(rest) = line.split_once(call).map(|(_, rest)| rest) {
                 if let Some(path) = rest.split_once('<').and_then(|(_, p)| p.split_once('>')).map(|(p, _)| p) {
-                    out.push(Event::Sync(path.to_string()));
+                    let path = path.to_string();
+                    out.push(if call == "syncfs(" { Event::SyncFs(path) } else { Event::Sync(path) });
                 }
             }
         }
@@ -126,7 +130,7 @@ fn every_acknowledged_flush_is_fsynced() {
     let store_dir = dir.path().join("store");
     let trace_file = dir.path().join("trace");
     let output = Command::new("strace")
-        .args(["-f", "-y", "-qq", "-s", "200", "-e", "trace=fsync,fdatasync,write", "-e", "signal=none", "-o"])
+        .args(["-f", "-y", "-qq", "-s", "200", "-e", "trace=fsync,fdatasync,syncfs,write", "-e", "signal=none", "-o"])
         .arg(&trace_file)
         .arg(std::env::current_exe().expect("own binary"))
         .args([WRITER_TEST, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
@@ -165,6 +169,15 @@ fn every_acknowledged_flush_is_fsynced() {
                     assert!(synced(span, &path), "the blob {path} was acknowledged unsynced: {span:?}");
                 }
                 assert!(synced(span, &blob_dir), "the blob directory was not synced: {span:?}");
+            }
+        } else if text == "opened" {
+            // What a crash left unsynced is made durable before the store
+            // is used: one filesystem sync for each database.
+            for db in [&log_db, &snap_db] {
+                assert!(
+                    span.iter().any(|e| *e == Event::SyncFs(db.clone())),
+                    "the store opened with no syncfs through {db}: {span:?}"
+                );
             }
         } else if text == "snapshot saved" {
             assert!(synced(span, &snap_db), "a snapshot was saved with no fsync of {snap_db}: {span:?}");

@@ -864,7 +864,10 @@ fn whoami_lists_the_sessions_identities_sorted() {
 
 impl Ensemble {
     /// Restarts a crashed replica from what its storage holds, as a new
-    /// process would: its request tags start again from the first.
+    /// process would: its request tags start again from the first. Messages
+    /// to and from its previous life are dropped, as the peer transport
+    /// guarantees (a follower's older stream delivers nothing once its newer
+    /// one opens). It takes the plain `config`, not `new_with`'s adjustments.
     fn restart(&mut self, id: ServerId) {
         let n = self.nodes.len() as u64;
         let now_ms = self.now_ms;

@@ -52,6 +52,7 @@ pub fn links(
     let service = PeerService {
         handle: handle.clone(),
         inbound: inbound.clone(),
+        deliveries: Deliveries::default(),
         members: Arc::new(members),
         next_stream: AtomicU64::new(1),
         tls: tls.clone(),
@@ -71,12 +72,24 @@ struct InboundStream {
     stream_id: u64,
     /// Batches of messages for the follower.
     tx: mpsc::Sender<Vec<pb::LeaderMessage>>,
-    /// Cleared when a newer stream from the same follower registers.
+    /// Cleared when the stream stops speaking for the follower: a newer one
+    /// registered, or the leader dropped it.
     current: Arc<AtomicBool>,
+    /// The follower's delivery turn (see [`Deliveries`]).
+    turn: DeliveryTurn,
 }
 
 /// The followers' streams: the service registers them, the transport writes to them.
 type Inbound = Arc<Mutex<HashMap<ServerId, InboundStream>>>;
+
+/// One follower's turn to hand the owner task its messages and their end.
+/// A stream checks it still speaks for the follower and delivers under the
+/// turn, and a newer stream registers under it, so no message of a stream
+/// reaches the owner after the first of a newer one.
+type DeliveryTurn = Arc<tokio::sync::Mutex<()>>;
+
+/// The delivery turn of each follower that ever opened a stream.
+type Deliveries = Arc<Mutex<HashMap<ServerId, DeliveryTurn>>>;
 
 struct FollowStream {
     leader: ServerId,
@@ -202,7 +215,17 @@ impl Transport {
         let Some(stream) = inbound.get(&to) else { return };
         if stream.tx.try_send(batch).is_err() {
             tracing::warn!(follower = to, "queue to the follower is full or closed; dropping its stream");
-            inbound.remove(&to);
+            if let Some(dropped) = inbound.remove(&to) {
+                // Its reader delivers nothing more and does not report its
+                // end; the drop is reported here, in its turn, so after what
+                // the reader already handed over and before a newer stream.
+                dropped.current.store(false, Ordering::Relaxed);
+                let handle = self.handle.clone();
+                tokio::spawn(async move {
+                    let _turn = dropped.turn.lock().await;
+                    handle.input(Input::PeerDisconnected { peer: to }).await;
+                });
+            }
         }
     }
 }
@@ -268,10 +291,17 @@ async fn follow(
     handle.input(Input::PeerDisconnected { peer: leader }).await;
 }
 
+/// Locks one of the service's maps. Each critical section leaves its map
+/// whole at every step, so a panic elsewhere under the lock spoils nothing.
+fn lock_map<T>(map: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    map.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Accepts traffic from the other members.
 pub struct PeerService {
     handle: Handle,
     inbound: Inbound,
+    deliveries: Deliveries,
     members: Arc<HashSet<ServerId>>,
     next_stream: AtomicU64,
     tls: Option<Arc<PeerTls>>,
@@ -339,22 +369,13 @@ impl pb::peer_server::Peer for PeerService {
         let stream_id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let handle = self.handle.clone();
         let inbound = self.inbound.clone();
+        let deliveries = self.deliveries.clone();
         let members = self.members.clone();
         tokio::spawn(async move {
-            let mut follower: Option<ServerId> = None;
+            let mut follower: Option<(ServerId, DeliveryTurn)> = None;
             let mut batch_tx = Some(batch_tx);
             let current = Arc::new(AtomicBool::new(true));
             while let Ok(Some(m)) = incoming.message().await {
-                // A follower that reconnected (a restart, a new sync) speaks
-                // on its newer stream only: what an older one still carries
-                // is from before, and delivered after the newer stream's
-                // sync it could be taken for the new life's (a write of its
-                // first life proposed after its second one resumed the
-                // session, answering a new request that reused the tag).
-                if !current.load(Ordering::Acquire) {
-                    tracing::debug!(follower = ?follower, "stream superseded by a newer one; closing it");
-                    break;
-                }
                 let (from, msg) = match follower_from_pb(m) {
                     Ok(x) => x,
                     Err(e) => {
@@ -362,37 +383,56 @@ impl pb::peer_server::Peer for PeerService {
                         break;
                     }
                 };
-                if !members.contains(&from) || follower.is_some_and(|f| f != from) {
+                if !members.contains(&from) || follower.as_ref().is_some_and(|(f, _)| *f != from) {
                     tracing::warn!(from, "stream from a non-member or a changed sender; closing it");
                     break;
                 }
-                if follower.is_none() {
-                    if caller.authenticate(tls.as_deref(), from).is_err() {
-                        break;
+                let turn = match &follower {
+                    Some((_, turn)) => turn.clone(),
+                    None => {
+                        if caller.authenticate(tls.as_deref(), from).is_err() {
+                            break;
+                        }
+                        let turn = lock_map(&deliveries).entry(from).or_default().clone();
+                        follower = Some((from, turn.clone()));
+                        turn
                     }
-                    follower = Some(from);
-                    if let (Some(tx), Ok(mut registry)) = (batch_tx.take(), inbound.lock()) {
-                        let newer = InboundStream { stream_id, tx, current: current.clone() };
-                        if let Some(older) = registry.insert(from, newer) {
-                            older.current.store(false, Ordering::Release);
+                };
+                let _turn = turn.lock().await;
+                if let Some(tx) = batch_tx.take() {
+                    let newer = InboundStream { stream_id, tx, current: current.clone(), turn: turn.clone() };
+                    let older = lock_map(&inbound).insert(from, newer);
+                    if let Some(older) = older {
+                        // The follower reconnected (a restart, a new sync):
+                        // what it did on its older stream is over, as if that
+                        // stream had ended, and what that stream still carries
+                        // is from before. Delivered after this one's first
+                        // message, a write of a restarted member's previous
+                        // life could be proposed late, and its commit taken
+                        // for a new request that reused its tag.
+                        older.current.store(false, Ordering::Relaxed);
+                        if !handle.input(Input::PeerDisconnected { peer: from }).await {
+                            break;
                         }
                     }
+                } else if !current.load(Ordering::Relaxed) {
+                    tracing::debug!(follower = from, "stream superseded or dropped; closing it");
+                    break;
                 }
                 if !handle.input(Input::Peer { from, msg }).await {
                     break;
                 }
             }
-            if let Some(f) = follower {
-                let was_current = inbound.lock().map_or(true, |mut registry| {
-                    let current = registry.get(&f).is_some_and(|s| s.stream_id == stream_id);
-                    if current {
-                        registry.remove(&f);
+            if let Some((f, turn)) = follower {
+                let _turn = turn.lock().await;
+                // A stream superseded or dropped had its end told already.
+                if current.load(Ordering::Relaxed) {
+                    {
+                        let mut registry = lock_map(&inbound);
+                        if registry.get(&f).is_some_and(|s| s.stream_id == stream_id) {
+                            registry.remove(&f);
+                        }
                     }
-                    current
-                });
-                // The end of a superseded stream says nothing of the follower,
-                // which is on its newer one.
-                if was_current {
                     handle.input(Input::PeerDisconnected { peer: f }).await;
                 }
             }
@@ -473,14 +513,18 @@ mod tests {
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(1));
         let (new_tx, _new_answers) = open_stream(&url).await;
         new_tx.send(ping(2)).await.expect("send on the new stream");
+        assert!(
+            matches!(next_input(&mut inbox, 10).await, Some(Input::PeerDisconnected { peer: 2 })),
+            "the reconnect ends what the follower did on its old stream, before its first new message"
+        );
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(2));
         old_tx.send(ping(3)).await.expect("send on the old stream");
         drop(old_tx);
         new_tx.send(ping(4)).await.expect("send on the new stream");
-        // Whatever the old stream carried or its end: neither reaches the
+        // Neither what the old stream still carried nor its end reaches the
         // owner, and the newer stream goes on.
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(4));
-        assert!(next_input(&mut inbox, 1).await.is_none(), "nothing more, not even a disconnect of member 2");
+        assert!(next_input(&mut inbox, 1).await.is_none(), "nothing more from member 2");
         drop(new_tx);
         assert!(
             matches!(next_input(&mut inbox, 10).await, Some(Input::PeerDisconnected { peer: 2 })),

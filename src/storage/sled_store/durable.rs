@@ -36,23 +36,24 @@ pub(crate) struct Durable {
 
 impl Durable {
     /// Opens the files of the sled database in `dir` (open it with sled
-    /// first) and makes the database durable as found, so a database created
-    /// just now, or whatever a crash left unsynced, survives a power cut
-    /// before this process relies on it.
+    /// first, and write nothing to it until this returns) and makes the
+    /// database durable as found, so a database created just now, or
+    /// whatever a crash left unsynced, survives a power cut before this
+    /// process relies on it.
     ///
-    /// One `syncfs` of the filesystem does that, not an fsync per file:
-    /// at 1 M znodes a snapshot database holds ~2 000 blob files, and a
+    /// On Linux one `syncfs` of the filesystem does that, not an fsync per
+    /// file: at 1 M znodes a snapshot database holds ~2 000 blob files, and a
     /// clean file's fsync still flushes the drive's cache (~80 µs each here,
-    /// 165 ms for them all, against a few ms for the `syncfs`).
+    /// 165 ms for them all, against a few ms for the `syncfs` on a quiet
+    /// filesystem; it writes back whatever else is dirty there too). The
+    /// data file's own fsync follows, because `syncfs` reports writeback
+    /// errors only since Linux 5.8.
     pub(crate) fn open(dir: &Path) -> io::Result<Durable> {
         let data = File::open(dir.join(DATA_FILE))?;
         // Listed before the sync, so each name counted synced is covered by it.
         let present = blob_names(&dir.join(BLOB_DIR))?;
-        rustix::fs::syncfs(&data)?;
-        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // The directory's own entry, in case its parent is another filesystem.
-            sync_dir(parent)?;
-        }
+        sync_everything(dir, &data, &present)?;
+        data.sync_all()?;
         Ok(Durable { data, dir: dir.to_path_buf(), synced_blobs: Mutex::new(present) })
     }
 
@@ -71,16 +72,23 @@ impl Durable {
         let listing = blob_names(&blob_dir)?;
         let mut synced = self.synced_blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut any_new = false;
+        let mut vanished = Vec::new();
         for name in listing.iter().filter(|name| !synced.contains(*name)) {
             match File::open(blob_dir.join(name)) {
                 Ok(blob) => blob.sync_all()?,
                 // Removed by sled since the listing: nothing to keep.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    vanished.push(name.clone());
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             any_new = true;
         }
         *synced = listing;
+        for name in &vanished {
+            synced.remove(name);
+        }
         if any_new {
             sync_dir(&blob_dir)?;
         }
@@ -91,6 +99,35 @@ impl Durable {
     #[cfg(test)]
     pub(crate) fn synced_blob_count(&self) -> usize {
         self.synced_blobs.lock().map_or(0, |s| s.len())
+    }
+}
+
+/// Makes every file of the database in `dir` durable, and the entries of
+/// its directories: one filesystem sync.
+#[cfg(target_os = "linux")]
+fn sync_everything(_dir: &Path, data: &File, _blobs: &HashSet<OsString>) -> io::Result<()> {
+    rustix::fs::syncfs(data).map_err(io::Error::from)
+}
+
+/// Makes every file of the database in `dir` durable, and the entries of
+/// its directories: file by file where there is no `syncfs`.
+#[cfg(not(target_os = "linux"))]
+fn sync_everything(dir: &Path, data: &File, blobs: &HashSet<OsString>) -> io::Result<()> {
+    data.sync_all()?;
+    for name in blobs {
+        match File::open(dir.join(BLOB_DIR).join(name)) {
+            Ok(blob) => blob.sync_all()?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if !blobs.is_empty() {
+        sync_dir(&dir.join(BLOB_DIR))?;
+    }
+    sync_dir(dir)?;
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => sync_dir(parent),
+        None => Ok(()),
     }
 }
 

@@ -125,10 +125,10 @@ pub(crate) struct Snapshots {
     path: PathBuf,
     open: Mutex<Option<Arc<SnapDb>>>,
     /// What makes the database durable, kept from its first open to the
-    /// store's end: the first open syncs everything a crash may have left
-    /// unsynced, and which blob files are synced stays known while the
-    /// database is closed (nothing writes it then), so later opens sync
-    /// nothing.
+    /// store's end: the first open syncs the whole filesystem (everything a
+    /// crash may have left unsynced), later ones only what sled touched
+    /// while it opened. Which blob files are synced stays known while the
+    /// database is closed: only an open handle writes it.
     durable: Mutex<Option<Arc<super::durable::Durable>>>,
     /// Every marker by zxid, as stored (decoded where used, so a damaged
     /// one is reported by what needs it): every log append asks for the
@@ -199,14 +199,22 @@ impl Snapshots {
             // Every write here is flushed by the operation that made it.
             let config = sled::Config::new().path(&self.path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
             let db = open_retrying(&config)?;
-            let durable = match lock(&self.durable).as_ref() {
-                Some(durable) => Arc::clone(durable),
+            let mut kept = lock(&self.durable);
+            let durable = match kept.as_ref() {
+                Some(durable) => {
+                    // What sled did at this open (it may remove blobs, whose
+                    // names can come back) made durable, and the blob files
+                    // it removed forgotten before anything is written.
+                    durable.sync().map_err(super::fs_io("opening the snapshot database: syncing it"))?;
+                    Arc::clone(durable)
+                }
                 None => Arc::new(
                     super::durable::Durable::open(&self.path)
                         .map_err(super::fs_io("opening the snapshot database: syncing its files"))?,
                 ),
             };
-            *lock(&self.durable) = Some(Arc::clone(&durable));
+            *kept = Some(Arc::clone(&durable));
+            drop(kept);
             Ok(SnapDb {
                 chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
                 index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
@@ -635,7 +643,7 @@ mod tests {
     }
 
     #[test]
-    fn later_opens_of_the_snapshot_database_sync_nothing_again() {
+    fn the_snapshot_database_is_synced_whole_only_at_its_first_open() {
         // The first open syncs the whole database (~2 000 blob files at
         // 1 M znodes); a restart opens it twice, and each save once more.
         let dir = tempfile::tempdir().expect("temp dir");
