@@ -147,9 +147,7 @@ impl Transport {
         }
         if status.role != Role::Leading {
             // Followers of a leader that stepped down learn it at once.
-            if let Ok(mut inbound) = self.inbound.lock() {
-                inbound.clear();
-            }
+            lock_map(&self.inbound).clear();
         }
     }
 
@@ -158,9 +156,7 @@ impl Transport {
         if let Some(f) = self.follow.take() {
             f.task.abort();
         }
-        if let Ok(mut inbound) = self.inbound.lock() {
-            inbound.clear();
-        }
+        lock_map(&self.inbound).clear();
         self.notifiers.clear();
     }
 
@@ -211,7 +207,7 @@ impl Transport {
                 return;
             }
         };
-        let Ok(mut inbound) = self.inbound.lock() else { return };
+        let mut inbound = lock_map(&self.inbound);
         let Some(stream) = inbound.get(&to) else { return };
         if stream.tx.try_send(batch).is_err() {
             tracing::warn!(follower = to, "queue to the follower is full or closed; dropping its stream");
