@@ -164,6 +164,7 @@ def main():
     # Both snapshot every 100 000 transactions (ZooKeeper's default snapCount).
     ours = zk.Ensemble(args.binary, size=args.members, snapshot_every=100_000)
     apache = None
+    finished = False
     try:
         ours.start()
         servers["zabkeeper"] = ours.hosts()
@@ -199,10 +200,14 @@ def main():
             clusters = {"zabkeeper": ours, "zookeeper": apache}
             for name in servers:
                 at_scale[name] = scale(name, clusters[name], args)
+        finished = True
     finally:
         if apache is not None:
             apache.stop()
-        panics = ours.stop()
+        # A failed run keeps our members' data and logs: they say why.
+        panics = ours.stop(keep_dir=not finished)
+        if not finished:
+            print(f"zabkeeper's data and logs are kept in {ours.dir}", file=sys.stderr)
     if panics:
         print("zabkeeper panicked:\n" + "\n".join(panics))
         return 1
