@@ -6,7 +6,9 @@
 //! Phases, each a fixed number of operations spread over `--sessions`
 //! sessions with `--inflight` requests outstanding per session: create
 //! persistent nodes, getData, setData, mixed (90% getData, 10% setData), delete. Prints one JSON line per phase
-//! with operations per second and latency percentiles.
+//! with operations per second and latency percentiles. Everything runs on one
+//! thread (see [`OneThread`]), so the generator's own cost stays well below
+//! the servers' it measures.
 
 use clap::Parser;
 use futures::stream::{self, StreamExt};
@@ -142,9 +144,14 @@ async fn run(args: Args) -> Result<(), String> {
             run_session(client.clone(), &args, phase, range)
         });
         let limit = Duration::from_secs(args.phase_limit_secs);
-        let outcomes = tokio::time::timeout(limit, futures::future::join_all(work))
-            .await
-            .map_err(|_| format!("{} phase not done within {limit:?}", phase.name()))?;
+        let all = futures::future::join_all(work);
+        let late = async_io::Timer::after(limit);
+        let outcomes = match futures::future::select(std::pin::pin!(all), std::pin::pin!(late)).await {
+            futures::future::Either::Left((outcomes, _)) => outcomes,
+            futures::future::Either::Right(_) => {
+                return Err(format!("{} phase not done within {limit:?}", phase.name()))
+            }
+        };
         let secs = start.elapsed().as_secs_f64();
         let mut latencies = Vec::with_capacity(args.ops);
         for outcome in outcomes {
@@ -166,16 +173,28 @@ async fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// Runs the client's tasks on the thread that drives the load.
+///
+/// The `zookeeper-client` crate reads and writes its sockets through
+/// async-io, whose reactor runs on a thread of its own unless the thread
+/// blocking on the work polls it. On a tokio runtime every reply therefore
+/// crossed threads twice (reactor to worker, worker back), and the load
+/// generator spent more CPU per getData than the server it measured. Here one
+/// thread runs every task and polls the sockets itself, for both systems alike.
+struct OneThread(std::sync::Arc<async_executor::Executor<'static>>);
+
+impl spawns_core::Spawn for OneThread {
+    fn spawn(&self, task: spawns_core::Task) {
+        self.0.spawn(Box::into_pin(task.future)).detach();
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("zk_load: cannot start a runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(args)) {
+    let executor = std::sync::Arc::new(async_executor::Executor::new());
+    let spawner = OneThread(executor.clone());
+    let _scope = spawns_core::enter(&spawner);
+    match async_io::block_on(executor.run(run(args))) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zk_load: {e}");
