@@ -63,6 +63,9 @@ pub struct Config {
     pub limits: Limits,
     /// Take a snapshot after this many applied transactions (0: never).
     pub snapshot_every: u64,
+    /// Seeds the draw of each snapshot interval from `snapshot_every / 2
+    /// ..= snapshot_every` (see `snapshots`); None keeps it exact.
+    pub snapshot_jitter_seed: Option<u64>,
     /// Check containers and TTL nodes every this many ticks.
     pub reap_interval_ticks: u64,
     /// How long a connect may wait for this replica to serve (an election in
@@ -85,6 +88,7 @@ impl Config {
             max_session_timeout_ms: ms(20),
             limits: Limits::default(),
             snapshot_every: 100_000,
+            snapshot_jitter_seed: None,
             reap_interval_ticks: 10,
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
@@ -218,7 +222,7 @@ impl Replica {
         let mut replica = Replica {
             status: zab.status(),
             ids: Ids::new(config.zab.id, start_ms),
-            snapshots: Snapshots::new(config.snapshot_every, snapshot_zxid),
+            snapshots: Snapshots::new(config.snapshot_every, snapshot_zxid, config.snapshot_jitter_seed),
             config,
             zab,
             tree,

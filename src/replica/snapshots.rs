@@ -1,7 +1,14 @@
 //! When to snapshot the tree, and when a snapshot may be handed out.
 //!
 //! A snapshot is taken every `every` applied transactions (or on request),
-//! one at a time. It is handed out only once the local log holds durably
+//! one at a time. With a jitter seed, as a served member has, each interval
+//! is drawn between half of `every` and `every`, afresh after each snapshot,
+//! as ZooKeeper rolls its snapCount: every member applies the same
+//! transactions, so fixed intervals would have them all writing (and
+//! syncing) a snapshot at the same moment, each stalling its own log's
+//! flushes, while staggered ones leave a quorum that is not.
+//!
+//! A snapshot is handed out only once the local log holds durably
 //! every entry it reflects: a replica applies what the leader commits as soon
 //! as the entries are in its in-memory log, which can be before its own disk
 //! has them (the others made the quorum); a snapshot written ahead of those
@@ -15,6 +22,10 @@ use crate::tree::TreeState;
 #[derive(Debug)]
 pub struct Snapshots {
     every: u64,
+    /// Transactions to apply before the next snapshot is due.
+    interval: u64,
+    /// Draws the intervals (None: every interval is `every`).
+    jitter: Option<Jitter>,
     applied_since: u64,
     in_flight: bool,
     /// A copy taken but not yet handed out: its tree is ahead of the durable log.
@@ -25,9 +36,29 @@ pub struct Snapshots {
 
 impl Snapshots {
     /// A schedule taking a snapshot every `every` transactions (0: only on
-    /// request), the newest durable one at `previous`.
-    pub fn new(every: u64, previous: Zxid) -> Snapshots {
-        Snapshots { every, applied_since: 0, in_flight: false, waiting: None, previous }
+    /// request), the newest durable one at `previous`; with `jitter_seed`,
+    /// each interval is drawn from `every / 2 ..= every` instead.
+    pub fn new(every: u64, previous: Zxid, jitter_seed: Option<u64>) -> Snapshots {
+        let mut s = Snapshots {
+            every,
+            interval: every,
+            jitter: jitter_seed.map(Jitter),
+            applied_since: 0,
+            in_flight: false,
+            waiting: None,
+            previous,
+        };
+        s.roll();
+        s
+    }
+
+    /// Draws the next interval.
+    fn roll(&mut self) {
+        self.interval = match &mut self.jitter {
+            Some(jitter) => self.every - jitter.next() % (self.every / 2 + 1),
+            None => self.every,
+        };
+        debug_assert!(self.every == 0 || (self.every.div_ceil(2)..=self.every).contains(&self.interval));
     }
 
     /// Counts one applied transaction.
@@ -37,7 +68,7 @@ impl Snapshots {
 
     /// Whether a snapshot is due now; if so it counts as started.
     pub fn due(&mut self) -> bool {
-        if self.every == 0 || self.in_flight || self.applied_since < self.every {
+        if self.every == 0 || self.in_flight || self.applied_since < self.interval {
             return false;
         }
         self.start();
@@ -51,6 +82,7 @@ impl Snapshots {
         }
         self.in_flight = true;
         self.applied_since = 0;
+        self.roll();
         true
     }
 
@@ -90,6 +122,23 @@ impl Snapshots {
         }
         self.previous = zxid;
         self.applied_since = 0;
+        self.roll();
+    }
+}
+
+/// A small deterministic generator (splitmix64) for the intervals: the
+/// replica takes no randomness but what its configuration passes in, so a
+/// seeded simulation replays the same snapshots.
+#[derive(Debug)]
+struct Jitter(u64);
+
+impl Jitter {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 }
 
@@ -100,7 +149,7 @@ mod tests {
 
     #[test]
     fn due_every_n_and_one_at_a_time() {
-        let mut s = Snapshots::new(2, Zxid::ZERO);
+        let mut s = Snapshots::new(2, Zxid::ZERO, None);
         s.applied();
         assert!(!s.due());
         s.applied();
@@ -115,7 +164,7 @@ mod tests {
 
     #[test]
     fn a_failed_snapshot_does_not_block_the_next() {
-        let mut s = Snapshots::new(2, Zxid::ZERO);
+        let mut s = Snapshots::new(2, Zxid::ZERO, None);
         s.applied();
         s.applied();
         assert!(s.due());
@@ -127,9 +176,46 @@ mod tests {
         assert!(s.due(), "and one is taken when due again");
     }
 
+    /// Applies transactions until a snapshot is due; returns how many.
+    fn until_due(s: &mut Snapshots) -> u64 {
+        let mut n = 0;
+        while !s.due() {
+            s.applied();
+            n += 1;
+            assert!(n <= 1_000_000, "never due");
+        }
+        s.saved(Zxid(n));
+        n
+    }
+
+    #[test]
+    fn jittered_intervals_fall_between_half_and_all_of_every_and_differ_between_members() {
+        let intervals = |seed| {
+            let mut s = Snapshots::new(1000, Zxid::ZERO, Some(seed));
+            (0..50).map(|_| until_due(&mut s)).collect::<Vec<u64>>()
+        };
+        let (one, two) = (intervals(1), intervals(2));
+        for n in one.iter().chain(&two) {
+            assert!((500..=1000).contains(n), "interval {n} outside 500..=1000");
+        }
+        assert_ne!(one, two, "two members (seeds) snapshot at different points");
+        assert!(one.windows(2).any(|w| w[0] != w[1]), "rolled afresh after each snapshot: {one:?}");
+        assert_eq!(one, intervals(1), "the same seed draws the same intervals");
+        let spread = one.iter().chain(&two).max().unwrap() - one.iter().chain(&two).min().unwrap();
+        assert!(spread > 250, "the draws cover the range, not one corner of it: {spread}");
+    }
+
+    #[test]
+    fn without_a_seed_the_interval_is_every_and_tiny_intervals_still_work() {
+        let mut s = Snapshots::new(7, Zxid::ZERO, None);
+        assert_eq!((0..5).map(|_| until_due(&mut s)).collect::<Vec<_>>(), vec![7; 5]);
+        let mut one = Snapshots::new(1, Zxid::ZERO, Some(9));
+        assert_eq!((0..5).map(|_| until_due(&mut one)).collect::<Vec<_>>(), vec![1; 5]);
+    }
+
     #[test]
     fn held_until_the_log_is_durable() {
-        let mut s = Snapshots::new(0, Zxid::ZERO);
+        let mut s = Snapshots::new(0, Zxid::ZERO, None);
         assert!(s.start());
         let tree = DataTree::new();
         s.hold(tree.snapshot());

@@ -88,6 +88,9 @@ pub struct Options {
     pub liveness: bool,
     /// Transactions between snapshots (small, to exercise SNAP and purge).
     pub snapshot_every: u64,
+    /// Members draw each interval from half of `snapshot_every` to all of
+    /// it, from the run's seed, as served members do.
+    pub snapshot_jitter: bool,
     /// Steps between checks of every replica's tree digest against the
     /// history (hashing whole trees is most of a schedule's time).
     pub digest_every: u64,
@@ -106,6 +109,7 @@ impl Options {
             disk_low: 0.0,
             liveness: false,
             snapshot_every: 40,
+            snapshot_jitter: false,
             digest_every: 10,
             ..Options::faulty(nodes)
         }
@@ -130,6 +134,7 @@ impl Options {
             disk_low: 0.0003,
             liveness: true,
             snapshot_every: 100,
+            snapshot_jitter: true,
             digest_every: 20,
         }
     }
@@ -294,6 +299,7 @@ impl Simulation {
     fn replica_config(&self, id: ServerId) -> replica::Config {
         let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
         c.snapshot_every = self.options.snapshot_every;
+        c.snapshot_jitter_seed = self.options.snapshot_jitter.then(|| self.seed ^ id.rotate_left(32));
         // Far fewer than a snapshot interval, so every DIFF of more than a
         // few entries reads most of them back from storage.
         c.zab.resident_log_entries = 3;
