@@ -162,8 +162,8 @@ def main():
 
     classpath, why = zk.find_zookeeper_classpath()
     servers = {}
-    # Both snapshot after 50 000 to 100 000 transactions, drawn afresh each
-    # time (ZooKeeper's default snapCount, and our snapshot_every, of 100 000).
+    # Both snapshot every 100 000 transactions (ZooKeeper's default snapCount,
+    # which it draws afresh between half and all of; our members take turns).
     ours = zk.Ensemble(args.binary, size=args.members, snapshot_every=100_000)
     apache = None
     finished = False

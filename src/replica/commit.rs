@@ -44,7 +44,7 @@ impl Replica {
         #[cfg(any(test, feature = "sim"))]
         self.applied_log.push(super::AppliedRecord::Entry(zxid, entry.txn.clone()));
         self.counters.applied += 1;
-        self.snapshots.applied();
+        self.snapshots.applied(zxid);
         let (leading, serving) = (self.status.role == Role::Leading, self.status.serving);
         self.prep.applied(zxid, txn, leading, serving, self.config.tick_ms, self.clock.ticks);
         for (session, event) in applied.events {

@@ -63,9 +63,10 @@ pub struct Config {
     pub limits: Limits,
     /// Take a snapshot after this many applied transactions (0: never).
     pub snapshot_every: u64,
-    /// Seeds the draw of each snapshot interval from `snapshot_every / 2
-    /// ..= snapshot_every` (see `snapshots`); None keeps it exact.
-    pub snapshot_jitter_seed: Option<u64>,
+    /// The voters take turns to snapshot, `snapshot_every / voters`
+    /// transactions apart (see `snapshots`); false: each after
+    /// `snapshot_every` applied transactions.
+    pub snapshot_turns: bool,
     /// Check containers and TTL nodes every this many ticks.
     pub reap_interval_ticks: u64,
     /// How long a connect may wait for this replica to serve (an election in
@@ -88,7 +89,7 @@ impl Config {
             max_session_timeout_ms: ms(20),
             limits: Limits::default(),
             snapshot_every: 100_000,
-            snapshot_jitter_seed: None,
+            snapshot_turns: false,
             reap_interval_ticks: 10,
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
@@ -204,6 +205,18 @@ pub enum AppliedRecord {
     Snapshot(crate::ids::Zxid),
 }
 
+/// This member's turn to snapshot among the voters (by id order), when
+/// turns are taken.
+fn snapshot_turn(config: &Config) -> Option<snapshots::Turn> {
+    if !config.snapshot_turns {
+        return None;
+    }
+    let mut voters = config.zab.voters.clone();
+    voters.sort_unstable();
+    let rank = voters.iter().position(|v| *v == config.zab.id)?;
+    Some(snapshots::Turn { rank: rank as u64, members: voters.len() as u64 })
+}
+
 impl Replica {
     /// A replica from what storage recovered. `start_ms` seeds session ids.
     pub fn new(config: Config, recovered: Recovered, start_ms: i64) -> Replica {
@@ -222,7 +235,7 @@ impl Replica {
         let mut replica = Replica {
             status: zab.status(),
             ids: Ids::new(config.zab.id, start_ms),
-            snapshots: Snapshots::new(config.snapshot_every, snapshot_zxid, config.snapshot_jitter_seed),
+            snapshots: Snapshots::new(config.snapshot_every, snapshot_zxid, snapshot_turn(&config)),
             config,
             zab,
             tree,

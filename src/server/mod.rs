@@ -76,8 +76,7 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.limits.max_watches_per_session = config.limits.max_watches_per_session;
     c.super_digest = config.super_digest.clone();
     c.snapshot_every = config.snapshot_every;
-    // Members draw their snapshot intervals apart (ZooKeeper's snapCount roll).
-    c.snapshot_jitter_seed = Some(rand::random());
+    c.snapshot_turns = true;
     c.zab.resident_log_entries = config.resident_log_entries;
     c
 }

@@ -88,9 +88,8 @@ pub struct Options {
     pub liveness: bool,
     /// Transactions between snapshots (small, to exercise SNAP and purge).
     pub snapshot_every: u64,
-    /// Members draw each interval from half of `snapshot_every` to all of
-    /// it, from the run's seed, as served members do.
-    pub snapshot_jitter: bool,
+    /// Members take turns to snapshot, as served members do.
+    pub snapshot_turns: bool,
     /// Steps between checks of every replica's tree digest against the
     /// history (hashing whole trees is most of a schedule's time).
     pub digest_every: u64,
@@ -109,7 +108,7 @@ impl Options {
             disk_low: 0.0,
             liveness: false,
             snapshot_every: 40,
-            snapshot_jitter: false,
+            snapshot_turns: false,
             digest_every: 10,
             ..Options::faulty(nodes)
         }
@@ -134,7 +133,7 @@ impl Options {
             disk_low: 0.0003,
             liveness: true,
             snapshot_every: 100,
-            snapshot_jitter: true,
+            snapshot_turns: true,
             digest_every: 20,
         }
     }
@@ -299,7 +298,7 @@ impl Simulation {
     fn replica_config(&self, id: ServerId) -> replica::Config {
         let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
         c.snapshot_every = self.options.snapshot_every;
-        c.snapshot_jitter_seed = self.options.snapshot_jitter.then(|| self.seed ^ id.rotate_left(32));
+        c.snapshot_turns = self.options.snapshot_turns;
         // Far fewer than a snapshot interval, so every DIFF of more than a
         // few entries reads most of them back from storage.
         c.zab.resident_log_entries = 3;

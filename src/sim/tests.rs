@@ -113,10 +113,10 @@ const SOAK_REGRESSIONS: [(u64, u64, &str); 5] = [
 
 #[test]
 fn pinned_regression_seeds() {
-    // Pinned seeds replay the schedules they were found with, which had
-    // every member snapshot at the same count.
+    // Pinned seeds replay the schedules they were found with, in which
+    // every member snapshotted after the same count.
     for (nodes, seed, bug) in SOAK_REGRESSIONS {
-        if let Err(f) = Simulation::new(seed, Options { snapshot_jitter: false, ..Options::faulty(nodes) }).run() {
+        if let Err(f) = Simulation::new(seed, Options { snapshot_turns: false, ..Options::faulty(nodes) }).run() {
             panic!("regression ({bug}) is back: {f}");
         }
     }
@@ -126,8 +126,7 @@ fn pinned_regression_seeds() {
         }
     }
     for (nodes, seed, bug) in FAULTY_REGRESSIONS {
-        let options =
-            Options { snapshot_every: 40, snapshot_jitter: false, digest_every: 10, ..Options::faulty(nodes) };
+        let options = Options { snapshot_every: 40, snapshot_turns: false, digest_every: 10, ..Options::faulty(nodes) };
         if let Err(f) = Simulation::new(seed, options).run() {
             panic!("regression ({bug}) is back: {f}");
         }
