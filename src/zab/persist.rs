@@ -94,10 +94,27 @@ impl Peer {
             self.appends_in_flight.pop_front();
             self.durable_zxid = self.durable_zxid.max(zxid);
         }
+        // An ACK is cumulative (it vouches for the whole log up to its zxid),
+        // so of adjacent ACKs released together only the last is sent. A
+        // follower whose disk stalled for a while (a snapshot being written)
+        // otherwise sent one ACK per PROPOSAL received meanwhile, all at
+        // once: thousands, more than its stream to the leader queues, which
+        // then dropped the stream and the follower's clients with it.
+        let mut released: Vec<(ServerId, Message)> = Vec::new();
         while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
             if let Some((_, to, msg)) = self.deferred.pop_front() {
-                self.send(to, msg);
+                if let (Some((last_to, Message::Ack { epoch: last_epoch, .. })), Message::Ack { epoch, .. }) =
+                    (released.last(), &msg)
+                {
+                    if *last_to == to && last_epoch == epoch {
+                        released.pop();
+                    }
+                }
+                released.push((to, msg));
             }
+        }
+        for (to, msg) in released {
+            self.send(to, msg);
         }
         match &self.state {
             State::Leading(_) => self.leader_on_persisted(),
