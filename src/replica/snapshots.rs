@@ -8,8 +8,8 @@
 //! transactions apart, and each still takes one every `every`. A snapshot
 //! stalls its member's log flushes (its writes and fsyncs share the disk)
 //! and takes a core for a while (~1.7 s at 1 M znodes); taken by all at
-//! once, that stalled every quorum (a 56 ms p99 in the pipelined benchmark,
-//! against ~12 ms otherwise). ZooKeeper draws each interval at random
+//! once, that stalled every quorum (a p99 of 49-74 ms in the pipelined
+//! benchmark, against 12-16 ms otherwise). ZooKeeper draws each interval at random
 //! between half of snapCount and all of it for the same reason; the fixed
 //! turns keep the members apart for certain and add no snapshots (the
 //! random draw averages three quarters of the interval: +15% CPU per write
@@ -58,7 +58,11 @@ impl Snapshots {
     /// request), the newest durable one at `previous`; with a `turn`, at
     /// this member's turn among the voters.
     pub fn new(every: u64, previous: Zxid, turn: Option<Turn>) -> Snapshots {
-        let offset = turn.filter(|t| t.members > 0 && every > 0).map(|t| every * (t.rank % t.members) / t.members);
+        // In u128: `every` may be as large as the configuration allows.
+        let offset = turn.filter(|t| t.members > 0 && every > 0).map(|t| {
+            let share = u128::from(every) * u128::from(t.rank % t.members) / u128::from(t.members);
+            u64::try_from(share).expect("a share of `every` fits where `every` does")
+        });
         Snapshots { every, offset, at_turn: false, applied_since: 0, in_flight: false, waiting: None, previous }
     }
 
@@ -67,7 +71,7 @@ impl Snapshots {
         self.applied_since += 1;
         if let Some(offset) = self.offset {
             // `every` is not 0 when there is an offset.
-            self.at_turn |= (u64::from(zxid.counter()) + offset) % self.every == 0;
+            self.at_turn |= (u128::from(zxid.counter()) + u128::from(offset)) % u128::from(self.every) == 0;
         }
     }
 
@@ -219,6 +223,13 @@ mod tests {
         }
         s.applied(Zxid::new(600, 1));
         assert!(s.due(), "due after two intervals");
+    }
+
+    #[test]
+    fn turns_of_the_largest_interval_the_configuration_allows_do_not_overflow() {
+        let mut s = Snapshots::new(u64::MAX, Zxid::ZERO, Some(Turn { rank: 2, members: 3 }));
+        s.applied(Zxid::new(1, u32::MAX));
+        assert!(!s.due());
     }
 
     #[test]
