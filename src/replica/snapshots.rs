@@ -3,7 +3,7 @@
 //! A snapshot is taken every `every` applied transactions (or on request),
 //! one at a time. Spread, as a served member's schedule is, the members take
 //! turns instead: the one of rank `r` among `n` voters snapshots when a zxid
-//! whose counter is `r * every / n` past a multiple of `every` is applied.
+//! whose counter is `r * every / n` short of a multiple of `every` is applied.
 //! Every member applies the same zxids, so their snapshots fall `every / n`
 //! transactions apart, and each still takes one every `every`. A snapshot
 //! stalls its member's log flushes (its writes and fsyncs share the disk)
@@ -40,9 +40,10 @@ pub struct Turn {
 #[derive(Debug)]
 pub struct Snapshots {
     every: u64,
-    /// With turns: where in each run of `every` zxid counters this member's
-    /// snapshot falls.
-    offset: Option<u64>,
+    /// With turns: the remainder, modulo `every`, of the zxid counters at
+    /// which this member's turn comes (`offset` short of a multiple of
+    /// `every`).
+    turn_at: Option<u64>,
     /// A zxid at this member's turn was applied since `due` last looked.
     at_turn: bool,
     applied_since: u64,
@@ -59,19 +60,20 @@ impl Snapshots {
     /// this member's turn among the voters.
     pub fn new(every: u64, previous: Zxid, turn: Option<Turn>) -> Snapshots {
         // In u128: `every` may be as large as the configuration allows.
-        let offset = turn.filter(|t| t.members > 0 && every > 0).map(|t| {
-            let share = u128::from(every) * u128::from(t.rank % t.members) / u128::from(t.members);
-            u64::try_from(share).expect("a share of `every` fits where `every` does")
+        let turn_at = turn.filter(|t| t.members > 0 && every > 0).map(|t| {
+            let offset = u128::from(every) * u128::from(t.rank % t.members) / u128::from(t.members);
+            let offset = u64::try_from(offset).expect("a share of `every` fits where `every` does");
+            (every - offset) % every
         });
-        Snapshots { every, offset, at_turn: false, applied_since: 0, in_flight: false, waiting: None, previous }
+        Snapshots { every, turn_at, at_turn: false, applied_since: 0, in_flight: false, waiting: None, previous }
     }
 
     /// Counts one applied transaction, `zxid`.
     pub fn applied(&mut self, zxid: Zxid) {
         self.applied_since += 1;
-        if let Some(offset) = self.offset {
-            // `every` is not 0 when there is an offset.
-            self.at_turn |= (u128::from(zxid.counter()) + u128::from(offset)) % u128::from(self.every) == 0;
+        if let Some(turn_at) = self.turn_at {
+            // `every` is not 0 when there are turns.
+            self.at_turn |= u64::from(zxid.counter()) % self.every == turn_at;
         }
     }
 
@@ -81,7 +83,7 @@ impl Snapshots {
         if self.every == 0 || self.in_flight {
             return false;
         }
-        let due = match self.offset {
+        let due = match self.turn_at {
             None => self.applied_since >= self.every,
             Some(_) => {
                 (at_turn && self.applied_since >= self.every / 2) || self.applied_since >= self.every.saturating_mul(2)
