@@ -238,6 +238,10 @@ fn one_leader_the_same_log_everywhere_filters_metrics_sessions_and_the_offline_r
     assert!(m.get("zabkeeper_proposal_commit_duration_seconds_count").is_some_and(|n| *n >= 10.0), "{m:?}");
     assert!(m.get("zabkeeper_fsync_duration_seconds_count").is_some_and(|n| *n > 0.0));
     assert!(m.keys().any(|k| k.starts_with("zabkeeper_follower_lag_transactions{follower=")), "{m:?}");
+    // The server runs jemalloc, which reports its heap.
+    let allocated = m.get("zabkeeper_heap_allocated_bytes").copied().unwrap_or(0.0);
+    let resident = m.get("zabkeeper_heap_resident_bytes").copied().unwrap_or(0.0);
+    assert!(allocated > 1e5 && resident >= allocated, "heap allocated {allocated}, resident {resident}: {m:?}");
 
     // The offline reader prints what the RPC printed.
     drop(_watch);

@@ -18,8 +18,9 @@ latency p50 and p99).
 
 Then, at scale, each ensemble in turn: `--znodes` (BENCH_ZNODES, 1 M by
 default) 100-byte znodes are created and kept; the table gives each member's
-RSS growth per znode (the largest of the members; for ZooKeeper also its live
-heap after a full GC, `jcmd GC.run` then `GC.heap_info`), CPU time per
+RSS growth per znode (the largest of the members) and live heap growth (for
+ZooKeeper after a full GC, `jcmd GC.run` then `GC.heap_info`; for zabkeeper
+what jemalloc has allocated, from /metrics), CPU time per
 create summed over the members (from /proc), how long a follower killed with
 -9 takes to restart and serve again holding them, and, after a kill -9 of
 the leader, how long until a session's next write is acknowledged. Both are
@@ -57,7 +58,7 @@ def scale(name, cluster, args):
     """Memory, CPU per write, restart and failover with `args.znodes` znodes
     in place. Leaves the ensemble one member short (its leader killed)."""
     pids = cluster.pids()
-    heap0 = {i: zk.jvm_live_heap(pid) for i, pid in pids.items()} if name == "zookeeper" else {}
+    heap0 = {i: live_heap(name, cluster, i, pid) for i, pid in pids.items()}
     rss0 = {i: zk.rss_bytes(pid) for i, pid in pids.items()}
     cpu0 = sum(zk.cpu_seconds(pid) for pid in pids.values())
     cmd = [args.load, "--hosts", cluster.hosts(), "--root", "/scale", "--ops", str(args.znodes),
@@ -75,13 +76,20 @@ def scale(name, cluster, args):
         "rss_per_znode": max(zk.rss_bytes(pid) - rss0[i] for i, pid in pids.items()) / args.znodes,
         "cpu_us_per_write": cpu / args.znodes * 1e6,
     }
-    if heap0:
-        heaps = [(zk.jvm_live_heap(pid), heap0[i]) for i, pid in pids.items()]
-        if all(after is not None and before is not None for after, before in heaps):
-            result["heap_per_znode"] = max(after - before for after, before in heaps) / args.znodes
+    heaps = [(live_heap(name, cluster, i, pid), heap0[i]) for i, pid in pids.items()]
+    if all(after is not None and before is not None for after, before in heaps):
+        result["heap_per_znode"] = max(after - before for after, before in heaps) / args.znodes
     result["restart_s"] = restart_follower(cluster)
     result["failover_ms"] = first_write_after_leader_kill(cluster)
     return result
+
+
+def live_heap(name, cluster, i, pid):
+    """Bytes of live heap of member `i`: ZooKeeper's after a full GC, ours as
+    jemalloc counts what is allocated (from /metrics); None if unknown."""
+    if name == "zookeeper":
+        return zk.jvm_live_heap(pid)
+    return cluster.metric(i, "zabkeeper_heap_allocated_bytes")
 
 
 def restart_follower(cluster, limit=900.0):
@@ -261,8 +269,8 @@ def print_scale(at_scale, znodes):
         if len(values) == 2 and None not in values and values[1]:
             line += f"{values[0] / values[1]:>8.2f}x"
         print(line)
-    print("(ratio: zabkeeper / ZooKeeper; memory is RSS growth of the largest member, heap is ZooKeeper's "
-          "live heap after a full GC; CPU sums every member)")
+    print("(ratio: zabkeeper / ZooKeeper; memory is the growth of the largest member; live heap is "
+          "ZooKeeper's after a full GC, zabkeeper's as jemalloc counts it; CPU sums every member)")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import time
 
 # ---------------------------------------------------------------- processes
@@ -144,7 +145,7 @@ class Ensemble:
             'four_letter_words = ["*"]',
             extra,
         ]
-        kinds = ("peer", "grpc", "client", "admin") + (("secure",) if secure else ())
+        kinds = ("peer", "grpc", "client", "admin", "metrics") + (("secure",) if secure else ())
         for i in range(1, size + 1):
             ports = {k: free_port() for k in kinds}
             self.ports[i] = ports
@@ -156,6 +157,7 @@ class Ensemble:
                 f'grpc_addr = "127.0.0.1:{ports["grpc"]}"',
                 f'client_addr = "127.0.0.1:{ports["client"]}"',
                 f'admin_addr = "127.0.0.1:{ports["admin"]}"',
+                f'metrics_addr = "127.0.0.1:{ports["metrics"]}"',
                 f'data_dir = "{os.path.join(self.dir, f"zk{i}")}"',
             ]
             if secure:
@@ -188,6 +190,16 @@ class Ensemble:
 
     def client_port(self, i):
         return self.ports[i]["client"]
+
+    def metric(self, i, name):
+        """Member `i`'s value of the unlabelled metric `name` from /metrics, or None."""
+        url = f"http://127.0.0.1:{self.ports[i]['metrics']}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            for line in reply.read().decode().splitlines():
+                parts = line.split()
+                if len(parts) == 2 and parts[0] == name:
+                    return float(parts[1])
+        return None
 
     def hosts(self, ids=None, secure=False):
         """A ZooKeeper connect string ("127.0.0.1:p1,127.0.0.1:p2,..."); with

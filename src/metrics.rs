@@ -14,7 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// A request's operation and outcome.
@@ -38,6 +38,30 @@ pub struct OpLabels {
 pub struct FollowerLabels {
     /// Its id.
     pub follower: u64,
+}
+
+/// What the memory allocator reports about the heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes handed out to the program and not yet given back.
+    pub allocated: u64,
+    /// Bytes of the allocator's pages resident in memory (what it costs in
+    /// RSS, fragmentation and pages not yet returned included).
+    pub resident: u64,
+}
+
+/// Where heap figures come from; set once by the binary, which chooses the allocator.
+static HEAP_STATS: OnceLock<fn() -> Option<HeapStats>> = OnceLock::new();
+
+/// Makes `/metrics` report the heap as `source` reads it (the library does
+/// not know which allocator the program runs). Only the first call counts.
+pub fn set_heap_stats(source: fn() -> Option<HeapStats>) {
+    let _ = HEAP_STATS.set(source);
+}
+
+/// The heap as the registered source reads it now.
+pub fn heap_stats() -> Option<HeapStats> {
+    HEAP_STATS.get().and_then(|source| source())
 }
 
 fn seconds_buckets() -> impl Iterator<Item = f64> {
@@ -72,6 +96,8 @@ pub struct Metrics {
     data_dir_bytes: Gauge,
     disk_free_bytes: Gauge,
     disk_low: Gauge,
+    heap_allocated_bytes: Gauge<u64, AtomicU64>,
+    heap_resident_bytes: Gauge<u64, AtomicU64>,
     /// Scrapes are rare; one at a time keeps the level gauges consistent.
     scrape: Mutex<()>,
 }
@@ -168,6 +194,22 @@ impl Metrics {
             disk_free_bytes.clone(),
         );
         let disk_low = gauge(&mut registry, "disk_low", "1 when free space is below disk_reserve_bytes");
+        let heap_allocated_bytes = Gauge::<u64, AtomicU64>::default();
+        let heap_resident_bytes = Gauge::<u64, AtomicU64>::default();
+        if HEAP_STATS.get().is_some() {
+            registry.register_with_unit(
+                "heap_allocated",
+                "Bytes of heap in use: what the allocator handed out and has not had back",
+                Unit::Bytes,
+                heap_allocated_bytes.clone(),
+            );
+            registry.register_with_unit(
+                "heap_resident",
+                "Bytes of the allocator's pages resident in memory (fragmentation and pages not yet returned included)",
+                Unit::Bytes,
+                heap_resident_bytes.clone(),
+            );
+        }
         Metrics {
             registry,
             disk_free_bytes,
@@ -194,6 +236,8 @@ impl Metrics {
             serving,
             last_committed_zxid,
             data_dir_bytes,
+            heap_allocated_bytes,
+            heap_resident_bytes,
             scrape: Mutex::new(()),
         }
     }
@@ -272,10 +316,19 @@ impl Metrics {
             self.outstanding.set(level(d.connections.iter().map(|c| c.queued).sum()));
         }
         self.data_dir_bytes.set(i64::try_from(dir_bytes).unwrap_or(i64::MAX));
+        self.read_heap();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// Sets the heap gauges from the allocator's figures, when it gives them.
+    fn read_heap(&self) {
+        if let Some(heap) = heap_stats() {
+            self.heap_allocated_bytes.set(heap.allocated);
+            self.heap_resident_bytes.set(heap.resident);
+        }
     }
 }
 
@@ -333,5 +386,17 @@ mod tests {
         assert!(out.contains("zabkeeper_flush_batch_operations_sum 12.0"), "{out}");
         assert!(out.contains("# TYPE zabkeeper_elections counter"), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
+    }
+
+    #[test]
+    fn the_heap_is_reported_as_its_source_reads_it() {
+        set_heap_stats(|| Some(HeapStats { allocated: 1234, resident: 5678 }));
+        let m = Metrics::new();
+        m.read_heap();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
+        assert!(out.contains("zabkeeper_heap_allocated_bytes 1234"), "{out}");
+        assert!(out.contains("zabkeeper_heap_resident_bytes 5678"), "{out}");
+        assert!(out.contains("# UNIT zabkeeper_heap_allocated_bytes bytes"), "{out}");
     }
 }

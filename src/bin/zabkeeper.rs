@@ -27,6 +27,16 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static malloc_conf: Option<&'static std::ffi::CStr> =
     Some(c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0");
 
+/// The heap as jemalloc counts it, for `/metrics`. Its statistics are
+/// cached until the epoch advances, so each read advances it first.
+fn jemalloc_heap() -> Option<zabkeeper::metrics::HeapStats> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    epoch::advance().ok()?;
+    let allocated = stats::allocated::read().ok()?;
+    let resident = stats::resident::read().ok()?;
+    Some(zabkeeper::metrics::HeapStats { allocated: allocated as u64, resident: resident as u64 })
+}
+
 /// One replica of a zabkeeper ensemble.
 #[derive(Parser, Debug)]
 #[command(version, about)]
@@ -89,6 +99,7 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    zabkeeper::metrics::set_heap_stats(jemalloc_heap);
     let config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
         Ok(c) => c,
         Err(e) => {
