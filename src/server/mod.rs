@@ -164,7 +164,7 @@ struct Owner {
     replica: Replica,
     config: Arc<ServerConfig>,
     storage: Arc<dyn Storage>,
-    storage_tx: Option<mpsc::UnboundedSender<storage_worker::Batch>>,
+    storage_tx: Option<std::sync::mpsc::Sender<storage_worker::Batch>>,
     transport: Transport,
     /// Each connection's outbox and the bytes queued in it.
     conns: HashMap<ConnId, (mpsc::Sender<ClientMessage>, Arc<std::sync::atomic::AtomicUsize>)>,

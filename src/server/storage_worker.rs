@@ -12,23 +12,43 @@ use crate::metrics::Metrics;
 use crate::replica::Input;
 use crate::storage::Storage;
 use crate::zab::StorageOp;
+use std::sync::mpsc;
 use std::sync::Arc;
-use tokio::sync::mpsc;
+use std::time::Duration;
 
 /// A batch of operations with their sequence numbers.
 pub type Batch = Vec<(u64, StorageOp)>;
+
+/// How long the worker waits for work before it tells the store it is idle
+/// ([`Storage::idle`]), once per quiet spell.
+pub(crate) const IDLE_AFTER: Duration = Duration::from_secs(1);
 
 /// Starts the worker; it stops when the sender is dropped, after flushing,
 /// or at the first failed write or flush, without another attempt.
 pub fn spawn(
     storage: Arc<dyn Storage>,
-    events: mpsc::Sender<Event>,
+    events: tokio::sync::mpsc::Sender<Event>,
     metrics: Arc<Metrics>,
-) -> std::io::Result<(mpsc::UnboundedSender<Batch>, std::thread::JoinHandle<()>)> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
+) -> std::io::Result<(mpsc::Sender<Batch>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = mpsc::channel::<Batch>();
     let handle = std::thread::Builder::new().name("storage".into()).spawn(move || {
-        while let Some(first) = rx.blocking_recv() {
-            let mut ops = first;
+        let mut told_idle = true;
+        loop {
+            let first = if told_idle {
+                rx.recv().ok()
+            } else {
+                match rx.recv_timeout(IDLE_AFTER) {
+                    Ok(batch) => Some(batch),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        storage.idle();
+                        told_idle = true;
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                }
+            };
+            let Some(mut ops) = first else { break };
+            told_idle = false;
             // Group commit: everything already waiting shares this flush.
             while let Ok(more) = rx.try_recv() {
                 ops.extend(more);

@@ -1,4 +1,5 @@
-//! The owner task with a store that fails on purpose.
+//! The owner task with a store that fails on purpose, and the storage
+//! worker with a store that counts what it is told.
 
 use super::*;
 use crate::storage::mem_store::MemStorage;
@@ -8,10 +9,18 @@ use crate::zab::StorageOp;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A memory store whose first `fail` snapshot writes fail.
+/// A memory store whose first `fail` snapshot writes fail, and which counts
+/// the times it was told it is idle.
 struct FailingSnapshots {
     inner: MemStorage,
     fail: AtomicUsize,
+    idles: AtomicUsize,
+}
+
+impl FailingSnapshots {
+    fn new(fail: usize) -> FailingSnapshots {
+        FailingSnapshots { inner: MemStorage::new(), fail: AtomicUsize::new(fail), idles: AtomicUsize::new(0) }
+    }
 }
 
 impl Storage for FailingSnapshots {
@@ -49,6 +58,9 @@ impl Storage for FailingSnapshots {
     fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError> {
         self.inner.snapshots()
     }
+    fn idle(&self) {
+        self.idles.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 async fn take_snapshot(handle: &Handle) -> Result<Zxid, String> {
@@ -61,7 +73,7 @@ async fn take_snapshot(handle: &Handle) -> Result<Zxid, String> {
 async fn a_failed_snapshot_is_reported_and_the_next_one_succeeds() {
     let text = "data_dir = \"unused\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n";
     let config = ServerConfig::parse(text, None).expect("config");
-    let storage = Arc::new(FailingSnapshots { inner: MemStorage::new(), fail: AtomicUsize::new(1) });
+    let storage = Arc::new(FailingSnapshots::new(1));
     let (stop_tx, stop_rx) = watch::channel(false);
     let started = start(config, storage.clone(), stop_rx).expect("start");
     let handle = started.handle.clone();
@@ -76,4 +88,37 @@ async fn a_failed_snapshot_is_reported_and_the_next_one_succeeds() {
     assert_eq!(handle.status_report().await.expect("status").last_snapshot_error, None);
     let _ = stop_tx.send(true);
     started.owner.await.expect("joined").expect("clean stop");
+}
+
+/// Waits (up to 10 s) until `done` holds.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}: not within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_storage_worker_tells_the_store_it_is_idle_once_per_quiet_spell() {
+    let store = Arc::new(FailingSnapshots::new(0));
+    let (events_tx, mut events_rx) = mpsc::channel(16);
+    let (tx, thread) =
+        storage_worker::spawn(store.clone(), events_tx, Arc::new(crate::metrics::Metrics::new())).expect("spawned");
+    let persisted = |events_rx: &mut mpsc::Receiver<Event>, want: u64| match events_rx.blocking_recv() {
+        Some(Event::Input(Input::Persisted { seq })) => assert_eq!(seq, want),
+        _ => panic!("expected Persisted {{ seq: {want} }}"),
+    };
+    // The worker starts as if already told (nothing to give back yet).
+    tx.send(vec![(1, StorageOp::SetAcceptedEpoch(1))]).expect("worker running");
+    persisted(&mut events_rx, 1);
+    wait_for("idle after the first batch", || store.idles.load(Ordering::SeqCst) == 1);
+    // A longer quiet spell is still one call.
+    std::thread::sleep(storage_worker::IDLE_AFTER * 3);
+    assert_eq!(store.idles.load(Ordering::SeqCst), 1, "one call per quiet spell");
+    tx.send(vec![(2, StorageOp::SetCurrentEpoch(1))]).expect("worker running");
+    persisted(&mut events_rx, 2);
+    wait_for("idle after the second batch", || store.idles.load(Ordering::SeqCst) == 2);
+    drop(tx);
+    thread.join().expect("the worker stops when its sender is dropped");
 }

@@ -295,4 +295,8 @@ pub trait Storage: Send + Sync {
 
     /// Stored snapshots, oldest first.
     fn snapshots(&self) -> Result<Vec<SnapshotMeta>, StorageError>;
+
+    /// Nothing was asked of the store for a while: a moment to give back
+    /// memory it holds for no use (the storage worker calls this when idle).
+    fn idle(&self) {}
 }
