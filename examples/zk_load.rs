@@ -170,7 +170,25 @@ async fn run(args: Args) -> Result<(), String> {
     if !args.keep {
         clients[0].delete(&args.root, None).await.map_err(|e| format!("delete {}: {e}", args.root))?;
     }
+    close_sessions(clients).await;
     Ok(())
+}
+
+/// Closes every session before the program ends. A client sends its
+/// closeSession when its last handle drops, from a task this thread runs, so
+/// the tasks must run until then; left open, the sessions would expire 30 s
+/// later, in the middle of whatever the servers measure next.
+async fn close_sessions(clients: Vec<Client>) {
+    let mut watchers: Vec<_> = clients.iter().map(Client::state_watcher).collect();
+    drop(clients);
+    let closed = futures::future::join_all(watchers.iter_mut().map(|w| async move {
+        while !w.peek_state().is_terminated() {
+            w.changed().await;
+        }
+    }));
+    let limit = async_io::Timer::after(Duration::from_secs(5));
+    // A server that does not answer does not hold the benchmark up.
+    let _ = futures::future::select(std::pin::pin!(closed), std::pin::pin!(limit)).await;
 }
 
 /// Runs the client's tasks on the thread that drives the load.
