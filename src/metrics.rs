@@ -54,7 +54,8 @@ pub struct HeapStats {
 static HEAP_STATS: OnceLock<fn() -> Option<HeapStats>> = OnceLock::new();
 
 /// Makes `/metrics` report the heap as `source` reads it (the library does
-/// not know which allocator the program runs). Only the first call counts.
+/// not know which allocator the program runs). Only the first call counts,
+/// and only metrics made after it ([`Metrics::new`]) carry the heap gauges.
 pub fn set_heap_stats(source: fn() -> Option<HeapStats>) {
     let _ = HEAP_STATS.set(source);
 }

@@ -3,8 +3,9 @@
 //!
 //! The node table's leaves hold only the path and this pointer, so a leaf
 //! that a snapshot shares is cheap to copy when the tree next writes to it,
-//! and a 100-byte znode costs one allocation of 160 bytes rather than the
-//! four it took as separate `Arc`s, `Bytes` and a child set.
+//! and a 100-byte znode costs one allocation (160 bytes as created, 192
+//! once set) rather than the four it took as separate `Arc`s, `Bytes` and a
+//! child set.
 //!
 //! Most of a Stat is usually its defaults: a node never set has its
 //! modification zxid and time equal to its creation's, a leaf's pzxid is its
@@ -32,7 +33,7 @@ struct Header {
     /// holds it as an i32, as ZooKeeper's does) and its top bit, [`NULL_DATA`],
     /// says the data is null rather than empty, at no cost in size.
     children: u32,
-    /// Which optional fields the slice holds: bit `k` for `OPTIONAL[k]`.
+    /// Which optional fields the slice holds: bit `k` for the `k`th of [`WIDTHS`].
     present: u8,
 }
 
