@@ -556,6 +556,8 @@ fn reclaim_deferred_frees() {
 /// one process (tests, the simulation) would otherwise fail at once. A lock
 /// held by a live owner still fails, after [`LOCK_WAIT`].
 pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageError> {
+    remove_torn_page_table_checkpoints(&config.get_path())
+        .map_err(fs_io("open: removing a torn checkpoint of sled's page table"))?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         match config.open() {
@@ -565,9 +567,41 @@ pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageEr
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            Err(source) => return Err(StorageError::Io { during: "open", source }),
+            Err(source) => {
+                eprintln!("DEBUG open failed: {:?}", config);
+                return Err(StorageError::Io { during: "open", source });
+            }
         }
     }
+}
+
+/// Removes the `snap.*.generating` files in a sled database's directory.
+///
+/// sled 0.34 checkpoints its page table into `snap.<lsn>.generating`, then
+/// renames it `snap.<lsn>`; it writes one at every close (the snapshot
+/// database closes after each use). Killed before the rename, it leaves the
+/// `.generating` file, and the next open takes it as the newest checkpoint
+/// (the names sort after the finished one's) and fails: an empty or partial
+/// one as `Corruption`. A checkpoint is only where recovery starts reading
+/// the data file; sled goes on from the previous finished one (or from the
+/// start) without it, so an unfinished one is dropped, never used.
+fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        // A database not created yet has nothing to clean.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("snap.") && name.ends_with(".generating") {
+            tracing::warn!(file = %entry.path().display(), "removing an unfinished checkpoint sled left when it was stopped");
+            std::fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a small file and makes it and its directory entry durable.
@@ -731,6 +765,28 @@ mod tests {
             }
             other => panic!("expected the decoder's finding, got {:?}", other.map(|s| s.node_count())),
         }
+    }
+
+    #[test]
+    fn a_checkpoint_sled_did_not_finish_does_not_stop_the_store_from_opening() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = SledStorage::open(dir.path()).expect("create");
+        store.apply(&[StorageOp::Append(vec![entry(1), entry(2)])]).expect("append");
+        store.flush().expect("flush");
+        let (chunks, _) = crate::tree::snapshot::to_chunks(&crate::tree::DataTree::new().snapshot(), 1024);
+        store.save_snapshot(Zxid::new(1, 2), &chunks).expect("snapshot");
+        drop(store);
+        // What a kill -9 leaves while sled writes a checkpoint, in both databases.
+        for db in [dir.path().to_path_buf(), dir.path().join(SNAPSHOT_DIR)] {
+            std::fs::write(db.join("snap.00000000FFFFFFFF.generating"), b"").expect("a torn checkpoint");
+        }
+        let store = SledStorage::open(dir.path()).expect("opens past the torn checkpoints");
+        assert_eq!(store.recover().expect("recovers").last_zxid(), Zxid::new(1, 2));
+        let snapshots: Vec<Zxid> = store.snapshots().expect("snapshots listed").iter().map(|m| m.zxid).collect();
+        assert_eq!(snapshots, vec![Zxid::new(1, 2)]);
+        store.read_chunk(Zxid::new(1, 2), 0).expect("the snapshot database opens and reads");
+        assert!(!dir.path().join("snap.00000000FFFFFFFF.generating").exists());
+        assert!(!dir.path().join(SNAPSHOT_DIR).join("snap.00000000FFFFFFFF.generating").exists());
     }
 
     #[test]
