@@ -82,6 +82,16 @@ impl Peer {
         }
     }
 
+    /// Whether `msg`, an ACK to `to` being released up to `seq`, is followed
+    /// by another released ACK to the same peer in the same epoch.
+    fn superseded_by_next(&self, seq: u64, to: ServerId, msg: &Message) -> bool {
+        let Message::Ack { epoch, .. } = msg else { return false };
+        self.deferred.front().is_some_and(|(s, next_to, next)| {
+            *s <= seq && *next_to == to && matches!(next, Message::Ack { epoch: e, .. } if e == epoch)
+        })
+    }
+
+    /// Storage operation `seq` is durable: releases what waited for it.
     pub(super) fn on_persisted(&mut self, seq: u64) {
         if seq <= self.durable_seq {
             return;
@@ -100,21 +110,11 @@ impl Peer {
         // otherwise sent one ACK per PROPOSAL received meanwhile, all at
         // once: thousands, more than its stream to the leader queues, which
         // then dropped the stream and the follower's clients with it.
-        let mut released: Vec<(ServerId, Message)> = Vec::new();
         while self.deferred.front().is_some_and(|(s, _, _)| *s <= seq) {
-            if let Some((_, to, msg)) = self.deferred.pop_front() {
-                if let (Some((last_to, Message::Ack { epoch: last_epoch, .. })), Message::Ack { epoch, .. }) =
-                    (released.last(), &msg)
-                {
-                    if *last_to == to && last_epoch == epoch {
-                        released.pop();
-                    }
-                }
-                released.push((to, msg));
+            let Some((_, to, msg)) = self.deferred.pop_front() else { break };
+            if !self.superseded_by_next(seq, to, &msg) {
+                self.send(to, msg);
             }
-        }
-        for (to, msg) in released {
-            self.send(to, msg);
         }
         match &self.state {
             State::Leading(_) => self.leader_on_persisted(),
