@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper soak
+.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -165,6 +165,13 @@ BENCH_QUICK ?=
 bench-vs-zookeeper:
 	$(CARGO) build --release --bin zabkeeper --example zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/examples/zk_load
+
+## The write path's ceiling: the same comparison with our members' storage in
+## memory (examples/memory_server.rs: no write, no fsync, NOT durable), so the
+## figures say what everything but the disk costs. No scale phase.
+bench-ceiling:
+	$(CARGO) build --release --example memory_server --example zk_load
+	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/examples/memory_server --load $(TARGET_DIR)/release/examples/zk_load --znodes 0
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use zabkeeper::config::{LogFormat, ServerConfig, Sources};
-use zabkeeper::server::serve::serve;
+use zabkeeper::server::serve::{serve, shutdown_signal};
 use zabkeeper::storage::sled_store::SledStorage;
 
 /// jemalloc, not glibc's malloc: with a million znodes glibc's heap holds
@@ -71,28 +71,6 @@ fn init_logs(filter: &str, format: LogFormat) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
-    }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
     }
 }
 

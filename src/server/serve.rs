@@ -259,6 +259,29 @@ async fn reload_on_hangup(listeners: Vec<Reloadable>, mut stop: watch::Receiver<
     }
 }
 
+/// Resolves at SIGINT or SIGTERM: what a server process stops on.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = ctrl_c => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
