@@ -555,21 +555,34 @@ fn reclaim_deferred_frees() {
 /// I/O threads let go of the file, shortly after the drop; a restart inside
 /// one process (tests, the simulation) would otherwise fail at once. A lock
 /// held by a live owner still fails, after [`LOCK_WAIT`].
+///
+/// An open that failed after sled took the lock (it takes it before reading
+/// anything) is tried once more without the checkpoints sled left
+/// unfinished, if there were any. Only then: a live owner, such as a
+/// handle of this process still closing, may be writing one.
 pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageError> {
-    remove_torn_page_table_checkpoints(&config.get_path())
-        .map_err(fs_io("open: removing a torn checkpoint of sled's page table"))?;
     let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let mut cleaned = false;
     loop {
         match config.open() {
             Ok(db) => return Ok(db),
-            Err(sled::Error::Io(e))
-                if e.to_string().contains("could not acquire lock") && std::time::Instant::now() < deadline =>
-            {
+            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
+                if std::time::Instant::now() >= deadline {
+                    return Err(StorageError::Io { during: "open", source: sled::Error::Io(e) });
+                }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             Err(source) => {
-                eprintln!("DEBUG open failed: {:?}", config);
-                return Err(StorageError::Io { during: "open", source });
+                let removed = if cleaned {
+                    0
+                } else {
+                    remove_torn_page_table_checkpoints(&config.get_path())
+                        .map_err(fs_io("open: removing a torn checkpoint of sled's page table"))?
+                };
+                if removed == 0 {
+                    return Err(StorageError::Io { during: "open", source });
+                }
+                cleaned = true;
             }
         }
     }
@@ -584,14 +597,16 @@ pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageEr
 /// (the names sort after the finished one's) and fails: an empty or partial
 /// one as `Corruption`. A checkpoint is only where recovery starts reading
 /// the data file; sled goes on from the previous finished one (or from the
-/// start) without it, so an unfinished one is dropped, never used.
-fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<()> {
+/// start) without it, so an unfinished one is dropped, never used. Returns
+/// how many it removed.
+fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         // A database not created yet has nothing to clean.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
+    let mut removed = 0;
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
@@ -599,9 +614,10 @@ fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<()> {
         if name.starts_with("snap.") && name.ends_with(".generating") {
             tracing::warn!(file = %entry.path().display(), "removing an unfinished checkpoint sled left when it was stopped");
             std::fs::remove_file(entry.path())?;
+            removed += 1;
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// Writes a small file and makes it and its directory entry durable.
@@ -765,6 +781,19 @@ mod tests {
             }
             other => panic!("expected the decoder's finding, got {:?}", other.map(|s| s.node_count())),
         }
+    }
+
+    #[test]
+    fn an_open_refused_by_a_live_owner_leaves_the_checkpoint_it_may_be_writing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = sled::Config::new().path(dir.path());
+        let owner = open_retrying(&config).expect("the live owner");
+        // The owner, closing, could be writing this one right now.
+        let generating = dir.path().join("snap.00000000FFFFFFFF.generating");
+        std::fs::write(&generating, b"").expect("a checkpoint being written");
+        assert!(open_retrying(&config).is_err(), "the owner holds the lock");
+        assert!(generating.exists(), "a live owner's checkpoint is not removed");
+        drop(owner);
     }
 
     #[test]
