@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use zabkeeper::config::{ServerConfig, Sources};
-use zabkeeper::server::serve::{serve, shutdown_signal, Bound};
+use zabkeeper::server::serve::{init_logs, log_filter, serve, shutdown_signal, Bound};
 use zabkeeper::storage::mem_store::MemStorage;
 
 /// The allocator the real server runs, so the two compare like for like.
@@ -42,15 +42,11 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let filter = std::env::var("ZABKEEPER_LOG").unwrap_or_else(|_| "info".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    init_logs(&log_filter(std::env::var("ZABKEEPER_LOG").ok(), &config), config.log_format);
     tracing::warn!("storage in memory: nothing this member acknowledges survives it (measurement only)");
     let id = config.id;
     let ready = |bound: Bound| {
-        println!("zabkeeper {id} ready (storage in memory): grpc {}", bound.grpc);
+        println!("{} (storage in memory)", bound.ready_line(id));
     };
     let result = serve(config, Arc::new(MemStorage::new()), shutdown_signal(), ready).await;
     match result {

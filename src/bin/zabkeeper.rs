@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use zabkeeper::config::{LogFormat, ServerConfig, Sources};
-use zabkeeper::server::serve::{serve, shutdown_signal};
+use zabkeeper::server::serve::{init_logs, log_filter, serve, shutdown_signal};
 use zabkeeper::storage::sled_store::SledStorage;
 
 /// jemalloc, not glibc's malloc: with a million znodes glibc's heap holds
@@ -62,18 +62,6 @@ struct Args {
     log_format: Option<LogFormat>,
 }
 
-/// Starts logging to stderr: stdout carries only the "ready" line (and the
-/// connect strings), which scripts and the test harness read.
-fn init_logs(filter: &str, format: LogFormat) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -85,13 +73,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let filter = args
-        .log
-        .clone()
-        .or_else(|| std::env::var("RUST_LOG").ok())
-        .or_else(|| config.log_level.clone())
-        .unwrap_or_else(|| "info".into());
-    init_logs(&filter, args.log_format.unwrap_or(config.log_format));
+    init_logs(&log_filter(args.log.clone(), &config), args.log_format.unwrap_or(config.log_format));
     if args.print_connect_strings {
         let join = |addrs: Vec<String>| addrs.join(",");
         println!("grpc: {}", join(config.members.iter().map(|m| m.grpc_addr.to_string()).collect()));
@@ -121,16 +103,7 @@ async fn main() -> ExitCode {
     };
     let id = config.id;
     let result = serve(config, storage, shutdown_signal(), |bound| {
-        let mut line = format!("zabkeeper {id} ready: grpc {} peer {}", bound.grpc, bound.peer);
-        if let Some(a) = bound.admin {
-            line.push_str(&format!(" admin {a}"));
-        }
-        if let Some(c) = bound.client {
-            line.push_str(&format!(" zookeeper {c}"));
-        }
-        if let Some(m) = bound.metrics {
-            line.push_str(&format!(" metrics {m}"));
-        }
+        let line = bound.ready_line(id);
         tracing::info!("{line}");
         println!("{line}");
     })

@@ -3,7 +3,7 @@
 
 use super::tls::{tls_incoming, PeerTls, ServerTls};
 use super::{start, ServerError};
-use crate::config::{HostPort, ServerConfig};
+use crate::config::{HostPort, LogFormat, ServerConfig};
 use crate::frontend::limits::{limited_incoming, ConnectionLimits};
 use crate::proto::{
     admin::admin_server::AdminServer, client::zab_keeper_server::ZabKeeperServer, peer::peer_server::PeerServer,
@@ -259,6 +259,46 @@ async fn reload_on_hangup(listeners: Vec<Reloadable>, mut stop: watch::Receiver<
     }
 }
 
+impl Bound {
+    /// The line a server process prints (stdout and log) once it serves:
+    /// its id and the addresses scripts connect to.
+    pub fn ready_line(&self, id: impl std::fmt::Display) -> String {
+        let mut line = format!("zabkeeper {id} ready: grpc {} peer {}", self.grpc, self.peer);
+        if let Some(a) = self.admin {
+            line.push_str(&format!(" admin {a}"));
+        }
+        if let Some(c) = self.client {
+            line.push_str(&format!(" zookeeper {c}"));
+        }
+        if let Some(m) = self.metrics {
+            line.push_str(&format!(" metrics {m}"));
+        }
+        line
+    }
+}
+
+/// The log filter a server process runs with: `given` (its command line),
+/// else RUST_LOG, else the config's `log_level`, else `info`.
+pub fn log_filter(given: Option<String>, config: &ServerConfig) -> String {
+    given
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .or_else(|| config.log_level.clone())
+        .unwrap_or_else(|| "info".into())
+}
+
+/// Starts a server process's logging, to stderr: stdout carries only the
+/// "ready" line (and the connect strings), which scripts and the test
+/// harness read.
+pub fn init_logs(filter: &str, format: LogFormat) {
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(true).init(),
+    }
+}
+
 /// Resolves at SIGINT or SIGTERM: what a server process stops on.
 pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
@@ -286,6 +326,21 @@ pub async fn shutdown_signal() {
 mod tests {
     use super::*;
     use futures::StreamExt;
+
+    #[test]
+    fn the_ready_line_names_each_address_bound_and_only_those() {
+        let addr = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let mut bound =
+            Bound { peer: addr(1), grpc: addr(2), admin: None, client: None, metrics: None, secure_client: None };
+        assert_eq!(bound.ready_line(3), "zabkeeper 3 ready: grpc 127.0.0.1:2 peer 127.0.0.1:1");
+        bound.admin = Some(addr(4));
+        bound.client = Some(addr(5));
+        bound.metrics = Some(addr(6));
+        assert_eq!(
+            bound.ready_line(3),
+            "zabkeeper 3 ready: grpc 127.0.0.1:2 peer 127.0.0.1:1 admin 127.0.0.1:4 zookeeper 127.0.0.1:5 metrics 127.0.0.1:6"
+        );
+    }
 
     #[tokio::test]
     async fn accepted_connections_have_nodelay_set() {
