@@ -6,7 +6,10 @@
 //! Phases, each a fixed number of operations spread over `--sessions`
 //! sessions with `--inflight` requests outstanding per session: create
 //! persistent nodes, getData, setData, mixed (90% getData, 10% setData), delete. Prints one JSON line per phase
-//! with operations per second and latency percentiles. Everything runs on one
+//! with operations per second and latency percentiles. With `--keys K` the
+//! operations cycle over K nodes (overwrites of a fixed data set); with
+//! `--rate R` the whole phase is paced to R operations per second. The
+//! `probe` phase measures write pauses instead (see [`probe`]). Everything runs on one
 //! thread (see [`OneThread`]), so the generator's own cost stays well below
 //! the servers' it measures.
 
@@ -45,6 +48,21 @@ struct Args {
     /// Leave the root and its nodes in place at the end (for measuring memory).
     #[arg(long)]
     keep: bool,
+    /// The root exists already (with its nodes, from an earlier run with `--keep`): do not create it.
+    #[arg(long)]
+    existing_root: bool,
+    /// Operations address nodes `n-(i % keys)` instead of `n-i` (0: one node per operation).
+    #[arg(long, default_value_t = 0)]
+    keys: usize,
+    /// Paces each phase to at most this many operations per second over all sessions (0: as fast as answered).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// The probe phase: how long it runs, in seconds.
+    #[arg(long, default_value_t = 40)]
+    probe_secs: u64,
+    /// The probe phase: one probe write every this many milliseconds.
+    #[arg(long, default_value_t = 10)]
+    probe_every_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -55,6 +73,10 @@ enum Phase {
     /// Nine getData for every setData, on the nodes created before.
     Mixed,
     Delete,
+    /// One session writes every `--probe-every-ms` while the others run
+    /// setData paced by `--rate`; reports the longest pause between two
+    /// acknowledged probe writes.
+    Probe,
 }
 
 impl std::fmt::Display for Phase {
@@ -73,6 +95,7 @@ impl Phase {
             Phase::Set => "set",
             Phase::Mixed => "mixed",
             Phase::Delete => "delete",
+            Phase::Probe => "probe",
         }
     }
 }
@@ -87,9 +110,14 @@ async fn run_session(
     let data = vec![b'x'; args.size];
     let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
     let (client, data, options) = (&client, &data, &options);
+    let sessions = if phase == Phase::Probe { args.sessions.saturating_sub(1) } else { args.sessions };
+    let pace = Pace::new(args.rate, sessions);
+    let (pace, first) = (&pace, range.start);
     let results: Vec<Result<Duration, String>> = stream::iter(range)
         .map(|i| async move {
-            let path = format!("{}/n-{i}", args.root);
+            pace.wait(i - first).await;
+            let key = if args.keys > 0 { i % args.keys } else { i };
+            let path = format!("{}/n-{key}", args.root);
             let start = Instant::now();
             let outcome = match phase {
                 Phase::Create => client.create(&path, data, options).await.map(|_| ()),
@@ -98,6 +126,7 @@ async fn run_session(
                 Phase::Mixed if i % 10 == 0 => client.set_data(&path, data, None).await.map(|_| ()),
                 Phase::Mixed => client.get_data(&path).await.map(|_| ()),
                 Phase::Delete => client.delete(&path, None).await,
+                Phase::Probe => client.set_data(&path, data, None).await.map(|_| ()),
             };
             outcome.map(|()| start.elapsed()).map_err(|e| format!("{} {path}: {e}", phase.name()))
         })
@@ -105,6 +134,111 @@ async fn run_session(
         .collect()
         .await;
     results.into_iter().collect()
+}
+
+/// Spaces one session's operations so that all sessions together issue at
+/// most `rate` per second: a session's `k`-th operation starts no earlier
+/// than `k * sessions / rate` seconds after the phase began.
+struct Pace {
+    start: Instant,
+    /// Seconds between two operations of one session (0: unpaced).
+    interval: f64,
+}
+
+impl Pace {
+    fn new(rate: u64, sessions: usize) -> Pace {
+        let interval = if rate == 0 { 0.0 } else { sessions.max(1) as f64 / rate as f64 };
+        Pace { start: Instant::now(), interval }
+    }
+
+    async fn wait(&self, k: usize) {
+        if self.interval == 0.0 {
+            return;
+        }
+        let due = self.start + Duration::from_secs_f64(k as f64 * self.interval);
+        let now = Instant::now();
+        if due > now {
+            async_io::Timer::after(due - now).await;
+        }
+    }
+}
+
+/// The probe phase: on `probe`, a setData every `--probe-every-ms` (the next
+/// one as soon as the last is answered when that took longer), for
+/// `--probe-secs`; meanwhile `load` (the other sessions) run setData paced
+/// by `--rate` over `--keys` nodes. A pause is the time between two
+/// consecutive acknowledged probe writes, so the longest pause is how long
+/// the ensemble accepted no write at all from the probe's point of view.
+async fn probe(probe: Client, load: Vec<Client>, args: &Args) -> Result<(), String> {
+    let path = format!("{}/probe", args.root);
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    probe.create(&path, b"", &open).await.map_err(|e| format!("create {path}: {e}"))?;
+    let every = Duration::from_millis(args.probe_every_ms);
+    let until = Instant::now() + Duration::from_secs(args.probe_secs);
+    let background = async {
+        // Enough operations to last the probe; the probe ends the phase.
+        let ops = (args.rate.max(1) * (args.probe_secs + 5)) as usize;
+        let per_session = ops.div_ceil(load.len().max(1));
+        let work = load.iter().enumerate().map(|(s, client)| {
+            let range = (s * per_session)..((s + 1) * per_session);
+            run_session(client.clone(), args, Phase::Probe, range)
+        });
+        futures::future::join_all(work).await
+    };
+    let probing = async {
+        let data = vec![b'p'; args.size];
+        let mut pauses: Vec<Duration> = Vec::new();
+        let mut latencies: Vec<Duration> = Vec::new();
+        let began = Instant::now();
+        let mut last_ack = began;
+        while Instant::now() < until {
+            let sent = Instant::now();
+            probe.set_data(&path, &data, None).await.map_err(|e| format!("probe setData {path}: {e}"))?;
+            let acked = Instant::now();
+            latencies.push(acked - sent);
+            let pause = acked - last_ack;
+            if pause > Duration::from_millis(20) {
+                // On stderr, for lining pauses up with the servers' logs.
+                eprintln!(
+                    "probe pause {:.1} ms ending at {:.3} s",
+                    pause.as_secs_f64() * 1000.0,
+                    (acked - began).as_secs_f64()
+                );
+            }
+            pauses.push(pause);
+            last_ack = acked;
+            let next = sent + every;
+            if next > acked {
+                async_io::Timer::after(next - acked).await;
+            }
+        }
+        Ok::<_, String>((pauses, latencies))
+    };
+    let start = Instant::now();
+    let (probing, background) = (std::pin::pin!(probing), std::pin::pin!(background));
+    let (mut pauses, mut latencies) = match futures::future::select(probing, background).await {
+        futures::future::Either::Left((probed, _)) => probed?,
+        futures::future::Either::Right((finished, _)) => {
+            for outcome in finished {
+                outcome?;
+            }
+            return Err("the background load ended before the probe".into());
+        }
+    };
+    let secs = start.elapsed().as_secs_f64();
+    pauses.sort();
+    latencies.sort();
+    let over = |ms: u64| pauses.iter().filter(|p| **p > Duration::from_millis(ms)).count();
+    println!(
+        "{{\"phase\":\"probe\",\"ops\":{},\"secs\":{secs:.3},\"max_pause_ms\":{:.1},\"pauses_over_50_ms\":{},\"pauses_over_20_ms\":{},\"p50_ms\":{:.2},\"p99_ms\":{:.2}}}",
+        latencies.len(),
+        pauses.last().map_or(0.0, |p| p.as_secs_f64() * 1000.0),
+        over(50),
+        over(20),
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.99),
+    );
+    Ok(())
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -135,9 +269,16 @@ async fn run(args: Args) -> Result<(), String> {
         clients.push(connect(members[s % members.len()].to_string()).await?);
     }
     let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
-    clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;
+    if !args.existing_root {
+        clients[0].create(&args.root, b"", &open).await.map_err(|e| format!("create {}: {e}", args.root))?;
+    }
     let per_session = args.ops.div_ceil(args.sessions);
     for &phase in &args.phases {
+        if phase == Phase::Probe {
+            let (first, rest) = clients.split_first().ok_or("no session")?;
+            probe(first.clone(), rest.to_vec(), &args).await?;
+            continue;
+        }
         let start = Instant::now();
         let work = clients.iter().enumerate().map(|(s, client)| {
             let range = (s * per_session)..((s + 1) * per_session).min(args.ops);

@@ -33,6 +33,7 @@ target/release/examples/zk_load).
 """
 
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -79,9 +80,56 @@ def scale(name, cluster, args):
     heaps = [(live_heap(name, cluster, i, pid), heap0[i]) for i, pid in pids.items()]
     if all(after is not None and before is not None for after, before in heaps):
         result["heap_per_znode"] = max(after - before for after, before in heaps) / args.znodes
+    result.update(write_pauses(name, cluster, args))
     result["restart_s"] = restart_follower(cluster)
     result["failover_ms"] = first_write_after_leader_kill(cluster)
     return result
+
+
+def write_pauses(name, cluster, args):
+    """The longest pause in writes while members write snapshots of the tree
+    in place: a probe session writes every 10 ms for `args.probe_secs`
+    while 8 others overwrite 1 000 nodes at 3 000 writes/s, enough that
+    every member of either system takes a snapshot (both snapshot every
+    100 000 transactions) during the probe."""
+    cmd = [args.load, "--hosts", cluster.hosts(), "--root", "/stall", "--ops", "1000", "--keys", "1000",
+           "--sessions", "9", "--inflight", "1", "--size", str(args.size), "--rate", "3000",
+           "--phases", "create,probe", "--keep", "--probe-secs", str(args.probe_secs), "--probe-every-ms", "10"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.probe_secs + 300)
+    if out.returncode != 0:
+        raise RuntimeError(f"the write probe against {name} failed: {out.stderr.strip()}")
+    docs = {d["phase"]: d for d in (json.loads(line) for line in out.stdout.splitlines() if line.strip())}
+    probe = docs["probe"]
+    result = {"max_pause_ms": probe["max_pause_ms"], "pauses_over_50_ms": probe["pauses_over_50_ms"]}
+    result.update(snapshot_figures(name, cluster))
+    return result
+
+
+def snapshot_figures(name, cluster):
+    """The newest snapshot's size (the largest over the members) and, for
+    zabkeeper, the mean time to write one (from /metrics)."""
+    if name == "zookeeper":
+        sizes = []
+        for i in cluster.pids():
+            snaps = glob.glob(os.path.join(cluster.dir, f"zk{i}", "version-2", "snapshot.*"))
+            if snaps:
+                sizes.append(os.path.getsize(max(snaps, key=os.path.getmtime)))
+        return {"snapshot_mb": max(sizes) / 1e6} if sizes else {}
+    sizes, means = [], []
+    for i in cluster.pids():
+        size = cluster.metric(i, "zabkeeper_snapshot_size_bytes")
+        total = cluster.metric(i, "zabkeeper_snapshot_duration_seconds_sum")
+        count = cluster.metric(i, "zabkeeper_snapshot_duration_seconds_count")
+        if size:
+            sizes.append(size)
+        if total is not None and count:
+            means.append(total / count)
+    out = {}
+    if sizes:
+        out["snapshot_mb"] = max(sizes) / 1e6
+    if means:
+        out["snapshot_write_s"] = max(means)
+    return out
 
 
 def live_heap(name, cluster, i, pid):
@@ -163,6 +211,10 @@ def main():
     parser.add_argument("--znodes", type=int,
                         default=int(os.environ.get("BENCH_ZNODES") or (100_000 if quick else 1_000_000)),
                         help="znodes created for the scale phase (memory, CPU, restart, failover); 0 skips it")
+    parser.add_argument("--probe-secs", type=int, default=15 if quick else 40,
+                        help="how long the write probe runs at scale (the longest pause while snapshots are written)")
+    parser.add_argument("--only-scale", action="store_true", default=os.environ.get("BENCH_ONLY_SCALE") == "1",
+                        help="skip the throughput rounds: only the figures at scale (BENCH_ONLY_SCALE=1)")
     args = parser.parse_args()
     # (label prefix, sessions, requests in flight per session, operations per phase)
     shapes = [("", args.sessions, 1, args.ops), ("piped-", args.sessions, 8, args.ops),
@@ -191,13 +243,13 @@ def main():
                   f"({args.binary}), {args.members} members each")
             # Untimed: the JIT compiles ZooKeeper's hot paths.
             warm = argparse.Namespace(**{**vars(args), "ops": args.warmup_ops})
-            for inflight in (1, 8):
+            for inflight in (() if args.only_scale else (1, 8)):
                 run_load(args.load, servers["zookeeper"], f"/warmup-{inflight}", warm, args.sessions, inflight)
         print(f"load: {args.ops} ops per phase, {args.sessions} sessions spread over the members, "
               f"1 and 8 (piped-) in flight each, then one session with one in flight (single-); "
               f"{args.size}-byte data, {args.rounds} rounds taking turns")
         results = {}
-        for r in range(args.rounds):
+        for r in range(0 if args.only_scale else args.rounds):
             for prefix, sessions, inflight, ops in shapes:
                 shape = argparse.Namespace(**{**vars(args), "ops": ops})
                 for name, hosts in servers.items():
@@ -228,7 +280,7 @@ def main():
     header = f"{'phase':<14} {'server':<10} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
     print(header)
     print("-" * len(header))
-    for prefix, *_ in shapes:
+    for prefix, *_ in (() if args.only_scale else shapes):
         for base in PHASES:
             phase = prefix + base
             for name in servers:
@@ -252,6 +304,10 @@ def print_scale(at_scale, znodes):
         ("RSS B/znode", "rss_per_znode", "{:.0f}"),
         ("live heap B/znode", "heap_per_znode", "{:.0f}"),
         ("CPU us/write", "cpu_us_per_write", "{:.0f}"),
+        ("longest write pause ms", "max_pause_ms", "{:.0f}"),
+        ("pauses over 50 ms", "pauses_over_50_ms", "{:.0f}"),
+        ("snapshot MB", "snapshot_mb", "{:.1f}"),
+        ("snapshot write s", "snapshot_write_s", "{:.2f}"),
         ("restart s", "restart_s", "{:.2f}"),
         ("leader kill ms", "failover_ms", "{:.0f}"),
     ]

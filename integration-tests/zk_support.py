@@ -126,7 +126,7 @@ class Ensemble:
     """`size` zabkeeper processes on free loopback ports, one config file,
     data under a temporary directory removed by stop()."""
 
-    def __init__(self, binary, size=3, extra="", snapshot_every=10000, secure=False):
+    def __init__(self, binary, size=3, extra="", snapshot_every=10000, secure=False, retained=2):
         if not os.access(binary, os.X_OK):
             raise RuntimeError(f"no zabkeeper binary at {binary} (run `cargo build --bin zabkeeper`)")
         self.binary = binary
@@ -141,7 +141,7 @@ class Ensemble:
             "min_session_timeout_ms = 1000",
             "max_session_timeout_ms = 60000",
             f"snapshot_every = {snapshot_every}",
-            "snapshots_retained = 2",
+            f"snapshots_retained = {retained}",
             'four_letter_words = ["*"]',
             extra,
         ]
