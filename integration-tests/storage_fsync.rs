@@ -8,7 +8,8 @@
 //! system calls themselves, that before each acknowledgement the log's
 //! database file was fdatasync'ed (or fsync'ed), that a value large enough
 //! to become a sled blob had its file and directory fsync'ed, and that a
-//! saved snapshot's database was synced before the save returned.
+//! saved snapshot's database and the directory entry that makes it count
+//! were synced before the save returned.
 //!
 //! Skipped, saying so, without `strace` (CI installs it).
 
@@ -32,8 +33,9 @@ const WRITER_ENV: &str = "ZK_FSYNC_WRITER_DIR";
 const WRITER_TEST: &str = "fsync_writer_child";
 /// Small writes acknowledged one by one before the large one.
 const SMALL_WRITES: u32 = 5;
-/// Data of the large write: over sled's ~128 KiB inline limit, so a blob.
-const LARGE_BYTES: usize = 300 * 1024;
+/// Data of the large write: over the log database's ~512 KiB inline limit
+/// (a quarter of its 2 MiB segments), so a blob.
+const LARGE_BYTES: usize = 700 * 1024;
 
 fn create(counter: u32, bytes: usize) -> Txn {
     Txn {
@@ -147,7 +149,11 @@ fn every_acknowledged_flush_is_fsynced() {
 
     let canonical = std::fs::canonicalize(&store_dir).expect("the store's directory");
     let log_db = canonical.join("db").display().to_string();
-    let snap_db = canonical.join("snapshots").join("db").display().to_string();
+    let snapshot_dir = canonical.join("snapshots");
+    let snapshot_name = zabkeeper::storage::sled_store::snapshot_dir_name(Zxid::new(1, SMALL_WRITES + 1));
+    // Synced while it is written under its temporary name, then renamed.
+    let snap_db = snapshot_dir.join(format!("{snapshot_name}.new")).join("db").display().to_string();
+    let snapshot_dir = snapshot_dir.display().to_string();
     let blob_dir = canonical.join("blobs").display().to_string();
     let synced = |span: &[Event], path: &str| span.iter().any(|e| *e == Event::Sync(path.to_string()));
 
@@ -172,15 +178,17 @@ fn every_acknowledged_flush_is_fsynced() {
             }
         } else if text == "opened" {
             // What a crash left unsynced is made durable before the store
-            // is used: one filesystem sync for each database.
-            for db in [&log_db, &snap_db] {
-                assert!(
-                    span.iter().any(|e| *e == Event::SyncFs(db.clone())),
-                    "the store opened with no syncfs through {db}: {span:?}"
-                );
-            }
+            // is used: one filesystem sync.
+            assert!(
+                span.iter().any(|e| *e == Event::SyncFs(log_db.clone())),
+                "the store opened with no syncfs through {log_db}: {span:?}"
+            );
         } else if text == "snapshot saved" {
             assert!(synced(span, &snap_db), "a snapshot was saved with no fsync of {snap_db}: {span:?}");
+            assert!(synced(span, &snapshot_dir), "a snapshot was saved with no fsync of {snapshot_dir}: {span:?}");
+            let at_rename = span.iter().rposition(|e| *e == Event::Sync(snapshot_dir.clone()));
+            let db_synced = span.iter().position(|e| *e == Event::Sync(snap_db.clone()));
+            assert!(db_synced < at_rename, "the snapshot's directory entry was synced before its files: {span:?}");
         }
         since = at + 1;
     }

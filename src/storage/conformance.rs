@@ -79,15 +79,30 @@ impl SledHarness {
         Ok(())
     }
 
-    /// As [`SledHarness::edit_raw`], on the store's snapshot database.
-    fn edit_snapshots(&mut self, edit: impl FnOnce(&::sled::Db)) -> Result<(), StorageError> {
+    /// The directory of the store's snapshots.
+    fn snapshot_dir(&self) -> std::path::PathBuf {
+        self.path().join(sled_store::SNAPSHOT_DIR)
+    }
+
+    /// As [`SledHarness::edit_raw`], on the database of the snapshot at `zxid`.
+    fn edit_snapshot(&mut self, zxid: Zxid, edit: impl FnOnce(&::sled::Db)) -> Result<(), StorageError> {
         self.store = None;
-        let db = raw_open(&self.path().join(sled_store::SNAPSHOT_DIR));
+        let db = raw_open(&self.snapshot_dir().join(sled_store::snapshot_dir_name(zxid)));
         edit(&db);
         db.flush().expect("raw flush");
         drop(db);
         self.store = Some(SledStorage::open(self.path())?);
         Ok(())
+    }
+
+    /// The names in the snapshot directory, sorted.
+    fn snapshot_dir_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.snapshot_dir())
+            .expect("list the snapshots")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     fn tree(db: &::sled::Db, name: &str) -> ::sled::Tree {
@@ -108,13 +123,12 @@ impl Harness for SledHarness {
     }
 
     fn corrupt_snapshot_chunk(&mut self, zxid: Zxid, chunk: u32) {
-        self.edit_snapshots(|db| {
-            let chunks = SledHarness::tree(db, sled_store::CHUNK_TREE);
-            let key = sled_store::chunk_key(zxid, chunk);
-            let mut bytes = chunks.get(key).expect("read").expect("chunk exists").to_vec();
+        self.edit_snapshot(zxid, |db| {
+            let tree = SledHarness::tree(db, &sled_store::chunk_tree(chunk));
+            let mut bytes = tree.get(sled_store::CHUNK_KEY).expect("read").expect("chunk exists").to_vec();
             let mid = bytes.len() / 2;
             bytes[mid] ^= 0x5a;
-            chunks.insert(key, bytes).expect("write");
+            tree.insert(sled_store::CHUNK_KEY, bytes).expect("write");
         })
         .expect("reopen after damaging a chunk");
     }
@@ -122,7 +136,11 @@ impl Harness for SledHarness {
 
 /// A raw sled handle on a store's directory (waiting for a dropped handle's lock).
 fn raw_open(path: &std::path::Path) -> ::sled::Db {
-    sled_store::open_retrying(&::sled::Config::new().path(path)).expect("raw open")
+    let mut config = ::sled::Config::new().path(path);
+    if let Some(segment_size) = sled_store::stored_segment_size(path) {
+        config = config.segment_size(segment_size);
+    }
+    sled_store::open_retrying(&config).expect("raw open")
 }
 
 /// A history of real transactions, with the tree after each, so recovery can
@@ -691,47 +709,53 @@ mod sled_damage {
         let (mut h, history) = filled(10);
         h.store().save_snapshot(z(9), &history.chunks_at(z(9))).expect("snapshot");
         h.store().purge(1).expect("purge");
-        h.edit_snapshots(|db| {
-            SledHarness::tree(db, sled_store::CHUNK_TREE).remove(sled_store::chunk_key(z(9), 1)).expect("remove");
+        h.edit_snapshot(z(9), |db| {
+            assert!(db.drop_tree(sled_store::chunk_tree(1)).expect("drop chunk 1"), "chunk 1 was there");
         })
         .expect("reopen");
         assert!(matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)));
-        h.edit_snapshots(|db| {
-            SledHarness::tree(db, sled_store::INDEX_TREE)
-                .insert(sled_store::log_key(z(9)), &b"junk"[..])
-                .expect("write");
+        h.edit_snapshot(z(9), |db| {
+            db.insert(sled_store::MARKER_KEY, &b"junk"[..]).expect("write");
         })
         .expect("reopen");
         assert!(matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)));
         assert!(h.store().purge(1).is_err(), "purge refuses to run over a damaged marker");
+        h.edit_snapshot(z(9), |db| {
+            db.remove(sled_store::MARKER_KEY).expect("remove");
+        })
+        .expect("reopen");
+        assert!(
+            matches!(h.store().recover(), Err(StorageError::IncompleteSnapshot { zxid, .. }) if zxid == z(9)),
+            "a complete snapshot's directory without its marker is damage, reported"
+        );
     }
 
     #[test]
     fn unfinished_snapshot_is_ignored_and_removed() {
         let (mut h, history) = filled(10);
         let complete = h.store().save_snapshot(z(5), &history.chunks_at(z(5))).expect("snapshot");
-        let unfinished = [z(3), z(7)];
-        let chunks: Vec<Vec<Bytes>> = unfinished.iter().map(|at| history.chunks_at(*at)).collect();
-        h.edit_snapshots(|db| {
-            // Writes cut short, below and above the complete one: chunks but no marker.
-            let tree = SledHarness::tree(db, sled_store::CHUNK_TREE);
-            for (at, chunks) in unfinished.iter().zip(&chunks) {
-                for (i, chunk) in chunks.iter().enumerate().take(2) {
-                    tree.insert(sled_store::chunk_key(*at, i as u32), chunk.as_ref()).expect("write");
-                }
+        h.store = None;
+        // Writes cut short before their rename, below and above the complete one.
+        for at in [z(3), z(7)] {
+            let dir = h.snapshot_dir().join(format!("{}.new", sled_store::snapshot_dir_name(at)));
+            let db = raw_open(&dir);
+            for (i, chunk) in history.chunks_at(at).iter().enumerate().take(2) {
+                SledHarness::tree(&db, &sled_store::chunk_tree(i as u32))
+                    .insert(sled_store::CHUNK_KEY, chunk.as_ref())
+                    .expect("write");
             }
-        })
-        .expect("reopen");
+            db.flush().expect("flush");
+        }
+        h.reopen();
         assert_eq!(h.store().snapshots().expect("list"), vec![complete]);
         let recovered = h.store().recover().expect("recover");
         assert_eq!(recovered.snapshot_zxid(), z(5));
         assert_rebuilds(&recovered, &history, z(10));
-        h.store = None;
-        let db = raw_open(&h.path().join(sled_store::SNAPSHOT_DIR));
-        let left: Vec<Vec<u8>> =
-            SledHarness::tree(&db, sled_store::CHUNK_TREE).iter().keys().map(|k| k.expect("key").to_vec()).collect();
-        let expected: Vec<Vec<u8>> = (0..complete.chunks).map(|i| sled_store::chunk_key(z(5), i).to_vec()).collect();
-        assert_eq!(left, expected, "open removed exactly the unmarked chunks");
+        assert_eq!(
+            h.snapshot_dir_names(),
+            [sled_store::snapshot_dir_name(z(5))],
+            "open removed exactly the unfinished writes"
+        );
     }
 
     /// Leaves the note an install at `zxid` writes first, as a crash after it would, and reopens.
@@ -780,6 +804,32 @@ mod sled_damage {
         assert!(!install_noted(&mut h), "the note went");
     }
 
+    /// Rewrites the store's snapshots as one database kept them (formats 1
+    /// to 3): zxid ‖ chunk index → chunk, and zxid → marker, into `db`.
+    fn write_one_database_layout(h: &SledHarness, db: &::sled::Db, metas: &[crate::storage::SnapshotMeta]) {
+        let (chunks, index) =
+            (SledHarness::tree(db, sled_store::CHUNK_TREE), SledHarness::tree(db, sled_store::INDEX_TREE));
+        for meta in metas {
+            for i in 0..meta.chunks {
+                let chunk = h.store().snapshot_chunk(meta.zxid, i).expect("read").expect("chunk");
+                chunks.insert(sled_store::chunk_key(meta.zxid, i), chunk.as_ref()).expect("write");
+            }
+            index.insert(sled_store::log_key(meta.zxid), sled_store::encode_marker(meta)).expect("write");
+        }
+        db.flush().expect("flush");
+    }
+
+    /// Checks a store upgraded from `before` (its snapshots as listed then).
+    fn assert_upgraded(h: &mut SledHarness, history: &History, before: &[crate::storage::SnapshotMeta]) {
+        assert_eq!(h.store().snapshots().expect("list"), before, "every snapshot, with its marker's figures");
+        let recovered = h.store().recover().expect("recover");
+        assert_eq!(recovered.snapshot_zxid(), z(7));
+        assert_rebuilds(&recovered, history, z(10));
+        let dirs: Vec<String> = before.iter().map(|m| sled_store::snapshot_dir_name(m.zxid)).collect();
+        assert_eq!(h.snapshot_dir_names(), dirs, "a database per snapshot and nothing else");
+        assert_eq!(std::fs::read(h.path().join(sled_store::SIDECAR)).expect("sidecar"), sled_store::FORMAT);
+    }
+
     #[test]
     fn a_second_format_store_moves_its_snapshots_out() {
         let (mut h, history) = filled(10);
@@ -787,28 +837,25 @@ mod sled_damage {
         h.store().save_snapshot(z(7), &history.chunks_at(z(7))).expect("snapshot");
         let before = h.store().snapshots().expect("list");
         // Rewrite it as format 2 wrote it: the snapshot trees in the log's database.
-        h.store = None;
-        let snapshot_dir = h.path().join(sled_store::SNAPSHOT_DIR);
         {
-            let snaps = raw_open(&snapshot_dir);
-            let db = raw_open(&h.path());
+            let db = raw_open(&h.dir.path().join("format-2-staging"));
+            write_one_database_layout(&h, &db, &before);
+            h.store = None;
+            let log_db = raw_open(&h.path());
             for name in [sled_store::CHUNK_TREE, sled_store::INDEX_TREE] {
-                let (from, to) = (SledHarness::tree(&snaps, name), SledHarness::tree(&db, name));
+                let (from, to) = (SledHarness::tree(&db, name), SledHarness::tree(&log_db, name));
                 for item in from.iter() {
                     let (key, value) = item.expect("read");
                     to.insert(key, value).expect("write");
                 }
             }
-            SledHarness::tree(&db, sled_store::META_TREE).insert("format", sled_store::FORMAT_V2).expect("write");
-            db.flush().expect("flush");
+            SledHarness::tree(&log_db, sled_store::META_TREE).insert("format", sled_store::FORMAT_V2).expect("write");
+            log_db.flush().expect("flush");
         }
-        std::fs::remove_dir_all(&snapshot_dir).expect("remove the snapshot database");
+        std::fs::remove_dir_all(h.snapshot_dir()).expect("remove the snapshot databases");
         std::fs::write(h.path().join(sled_store::SIDECAR), sled_store::FORMAT_V2).expect("sidecar");
         h.reopen();
-        assert_eq!(h.store().snapshots().expect("list"), before);
-        let recovered = h.store().recover().expect("recover");
-        assert_eq!(recovered.snapshot_zxid(), z(7));
-        assert_rebuilds(&recovered, &history, z(10));
+        assert_upgraded(&mut h, &history, &before);
         h.store = None;
         {
             let db = raw_open(&h.path());
@@ -816,11 +863,58 @@ mod sled_damage {
             assert!(!names.iter().any(|n| n.as_ref() == sled_store::CHUNK_TREE.as_bytes()), "the old tree went");
             assert!(!names.iter().any(|n| n.as_ref() == sled_store::INDEX_TREE.as_bytes()), "the old tree went");
         }
-        assert_eq!(std::fs::read(h.path().join(sled_store::SIDECAR)).expect("sidecar"), sled_store::FORMAT);
-        // Once upgraded, a lost snapshot database is damage, not an empty one.
-        std::fs::remove_dir_all(&snapshot_dir).expect("remove the snapshot database");
+        // Once upgraded, a lost snapshot directory is damage, not an empty one.
+        std::fs::remove_dir_all(h.snapshot_dir()).expect("remove the snapshot databases");
         let err = SledStorage::open(h.path()).expect_err("snapshots lost");
         assert!(matches!(err, StorageError::Damaged { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_third_format_store_gives_each_snapshot_a_database_and_drops_the_old_one() {
+        // Format 3 kept every snapshot in one database, `snapshots` itself,
+        // which never gave purged snapshots' blob files back.
+        let (mut h, history) = filled(10);
+        h.store().save_snapshot(z(4), &history.chunks_at(z(4))).expect("snapshot");
+        h.store().save_snapshot(z(7), &history.chunks_at(z(7))).expect("snapshot");
+        let before = h.store().snapshots().expect("list");
+        let staging = h.dir.path().join("format-3-staging");
+        {
+            let db = raw_open(&staging);
+            write_one_database_layout(&h, &db, &before);
+            db.insert("format", sled_store::FORMAT_V3).expect("write");
+            db.flush().expect("flush");
+        }
+        h.store = None;
+        std::fs::remove_dir_all(h.snapshot_dir()).expect("remove the snapshot databases");
+        std::fs::rename(&staging, h.snapshot_dir()).expect("the one database in place");
+        // A blob file a purge left behind, as format 3 leaked them.
+        std::fs::create_dir_all(h.snapshot_dir().join("blobs")).expect("blobs");
+        std::fs::write(h.snapshot_dir().join("blobs").join("4242"), vec![0u8; 4096]).expect("a leaked blob");
+        {
+            let log_db = raw_open(&h.path());
+            SledHarness::tree(&log_db, sled_store::META_TREE).insert("format", sled_store::FORMAT_V3).expect("write");
+            log_db.flush().expect("flush");
+        }
+        std::fs::write(h.path().join(sled_store::SIDECAR), sled_store::FORMAT_V3).expect("sidecar");
+        h.reopen();
+        assert_upgraded(&mut h, &history, &before);
+        // Reopening an upgraded store changes nothing.
+        h.reopen();
+        assert_upgraded(&mut h, &history, &before);
+    }
+
+    #[test]
+    fn a_store_of_a_newer_format_is_refused_naming_both_formats() {
+        let (mut h, _) = filled(3);
+        h.store = None;
+        std::fs::write(h.path().join(sled_store::SIDECAR), b"zabkeeper-storage/9").expect("sidecar");
+        let err = SledStorage::open(h.path()).expect_err("a format from the future");
+        let text = err.to_string();
+        assert!(
+            text.contains("zabkeeper-storage/9")
+                && text.contains(std::str::from_utf8(sled_store::FORMAT).expect("utf-8")),
+            "{text}"
+        );
     }
 
     #[test]

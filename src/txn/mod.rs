@@ -98,6 +98,33 @@ pub enum TxnBody {
     Error(ErrorCode),
 }
 
+impl Txn {
+    /// About how many bytes the transaction takes encoded: its paths, data
+    /// and ACL ids plus a fixed allowance per change (for sizing log runs;
+    /// not exact).
+    pub fn approximate_size(&self) -> usize {
+        32 + self.body.approximate_size()
+    }
+}
+
+impl TxnBody {
+    fn approximate_size(&self) -> usize {
+        let data_len = |data: &Data| data.as_option().map_or(0, Bytes::len);
+        let acl = |acl: &[Acl]| acl.iter().map(|a| 8 + a.id.scheme.len() + a.id.id.len()).sum::<usize>();
+        match self {
+            TxnBody::CreateSession { password, .. } => 8 + password.len(),
+            TxnBody::CloseSession { paths } => paths.iter().map(|p| 4 + p.len()).sum(),
+            TxnBody::Create { path, data, acl: a, .. } => 24 + path.len() + data_len(data) + acl(a),
+            TxnBody::Delete { path } | TxnBody::Check { path } => 4 + path.len(),
+            TxnBody::SetData { path, data, .. } => 12 + path.len() + data_len(data),
+            TxnBody::SetAcl { path, acl: a, .. } => 8 + path.len() + acl(a),
+            TxnBody::Multi(ops) => ops.iter().map(|op| 4 + op.approximate_size()).sum(),
+            TxnBody::MultiError(codes) => 4 * codes.len(),
+            TxnBody::Error(_) => 4,
+        }
+    }
+}
+
 /// One logged transaction with its zxid.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {

@@ -28,10 +28,54 @@ pub(crate) struct Durable {
     /// sled's data file. fsync acts on the file, not the descriptor, so a
     /// descriptor of our own, read-only, syncs what sled's wrote.
     data: File,
-    /// The database's directory.
+    /// Its blob files, and which of them are synced.
+    blobs: Mutex<NewBlobs>,
+}
+
+/// The blob files of one sled database, and which of them are synced.
+#[derive(Debug)]
+pub(crate) struct NewBlobs {
+    /// sled's blob directory.
     dir: PathBuf,
     /// Blob files already synced (and still present at the last look).
-    synced_blobs: Mutex<HashSet<OsString>>,
+    synced: HashSet<OsString>,
+}
+
+impl NewBlobs {
+    /// The blob files of the sled database in `db_dir`, none synced yet.
+    pub(crate) fn new(db_dir: &Path) -> NewBlobs {
+        NewBlobs { dir: db_dir.join(BLOB_DIR), synced: HashSet::new() }
+    }
+
+    /// Syncs the blob files not synced before, then their directory. The
+    /// directory is listed on every call: a blob can appear whenever a value
+    /// or a page grows past sled's inline limit, and a directory's mtime is
+    /// too coarse to tell one created in the same clock tick.
+    pub(crate) fn sync_new(&mut self) -> io::Result<()> {
+        let listing = blob_names(&self.dir)?;
+        let mut any_new = false;
+        let mut vanished = Vec::new();
+        for name in listing.iter().filter(|name| !self.synced.contains(*name)) {
+            match File::open(self.dir.join(name)) {
+                Ok(blob) => blob.sync_all()?,
+                // Removed by sled since the listing: nothing to keep.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    vanished.push(name.clone());
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            any_new = true;
+        }
+        self.synced = listing;
+        for name in &vanished {
+            self.synced.remove(name);
+        }
+        if any_new {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
+    }
 }
 
 impl Durable {
@@ -54,51 +98,55 @@ impl Durable {
         let present = blob_names(&dir.join(BLOB_DIR))?;
         sync_everything(dir, &data, &present)?;
         data.sync_all()?;
-        Ok(Durable { data, dir: dir.to_path_buf(), synced_blobs: Mutex::new(present) })
+        let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present };
+        Ok(Durable { data, blobs: Mutex::new(blobs) })
     }
 
     /// Makes everything sled has flushed durable: call after each sled flush.
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.data.sync_data()?;
-        self.sync_new_blobs()
-    }
-
-    /// Syncs the blob files not synced before, then their directory. The
-    /// directory is listed on every call: a blob can appear whenever a value
-    /// or a page grows past sled's inline limit, and a directory's mtime is
-    /// too coarse to tell one created in the same clock tick.
-    fn sync_new_blobs(&self) -> io::Result<()> {
-        let blob_dir = self.dir.join(BLOB_DIR);
-        let listing = blob_names(&blob_dir)?;
-        let mut synced = self.synced_blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut any_new = false;
-        let mut vanished = Vec::new();
-        for name in listing.iter().filter(|name| !synced.contains(*name)) {
-            match File::open(blob_dir.join(name)) {
-                Ok(blob) => blob.sync_all()?,
-                // Removed by sled since the listing: nothing to keep.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    vanished.push(name.clone());
-                    continue;
-                }
-                Err(e) => return Err(e),
-            }
-            any_new = true;
-        }
-        *synced = listing;
-        for name in &vanished {
-            synced.remove(name);
-        }
-        if any_new {
-            sync_dir(&blob_dir)?;
-        }
-        Ok(())
+        self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()
     }
 
     /// How many blob files are known synced (for tests).
     #[cfg(test)]
     pub(crate) fn synced_blob_count(&self) -> usize {
-        self.synced_blobs.lock().map_or(0, |s| s.len())
+        self.blobs.lock().map_or(0, |b| b.synced.len())
+    }
+}
+
+/// Makes a sled database written once and closed durable: the blob files
+/// `blobs` has not synced yet, every other file of its directory, the blob
+/// directory and the directory itself (its entries).
+pub(crate) fn seal(dir: &Path, blobs: &mut NewBlobs) -> io::Result<()> {
+    blobs.sync_new()?;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            File::open(entry.path())?.sync_all()?;
+        }
+    }
+    if blobs.dir.is_dir() {
+        sync_dir(&blobs.dir)?;
+    }
+    sync_dir(dir)
+}
+
+/// Waits until no process holds the sled database in `dir` open: sled
+/// 0.34 lets go of its file (and the lock on it) only when its background
+/// threads do, shortly after the last handle is dropped.
+pub(crate) fn wait_closed(dir: &Path) -> io::Result<()> {
+    let data = File::open(dir.join(DATA_FILE))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match rustix::fs::flock(&data, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            // Closing `data` releases it.
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -142,7 +190,7 @@ fn blob_names(blob_dir: &Path) -> io::Result<HashSet<OsString>> {
 }
 
 /// fsync of a directory: makes the entries created in it durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 

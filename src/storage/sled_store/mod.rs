@@ -1,15 +1,15 @@
 //! The on-disk store, over sled 0.34.
 //!
-//! Two sled databases. The store's own directory holds the log's: `log` (a
-//! run of entries, one per append, keyed by its first zxid as 8 big-endian
-//! bytes; see `runs`) and `meta` (the two epochs as 4 big-endian bytes, a
-//! format marker, and the note of an install under way). Its `snapshots`
-//! directory holds the snapshots' (see `snapshots` for why apart, and how
-//! an install spanning both survives a crash): `snapshots` (zxid ‖ chunk
-//! index, 8 + 4 big-endian bytes → chunk) and `snapshot_index` (zxid → a
-//! sealed completion marker: chunk count and bytes). A marker is written
-//! only after every chunk of its snapshot, so a snapshot without one is an
-//! unfinished write: it is never loaded and its chunks are removed at open.
+//! The store's own directory holds the log's sled database: `log` (a run of
+//! entries, one per append, keyed by its first zxid as 8 big-endian bytes;
+//! see `runs`) and `meta` (the two epochs as 4 big-endian bytes, a format
+//! marker, and the note of an install under way). Its `snapshots` directory
+//! holds one small sled database per snapshot (see `snapshots` for why, and
+//! how an install spanning the log and a snapshot survives a crash): a tree
+//! per chunk and a sealed completion marker (chunk count, bytes, nodes,
+//! time). A snapshot counts only once its directory is renamed from
+//! `<zxid>.new` to `<zxid>`, after all of it is durable; open removes a
+//! write or a removal a crash cut short.
 //!
 //! Crash safety rests on two properties of sled 0.34: recovery restores a
 //! prefix of the write history (it stops at the first torn record), and a
@@ -38,14 +38,17 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+#[cfg(test)]
+mod bounded;
 mod durable;
 mod runs;
 mod snapshots;
 
+pub use snapshots::snapshot_dir_name;
 use snapshots::Snapshots;
 pub(crate) use snapshots::SNAPSHOT_DIR;
 #[cfg(test)]
-pub(crate) use snapshots::{chunk_key, INSTALLING};
+pub(crate) use snapshots::{chunk_key, chunk_tree, encode_marker, CHUNK_KEY, INSTALLING, MARKER_KEY};
 
 /// Name of the log tree.
 pub(crate) const LOG_TREE: &str = "log";
@@ -63,7 +66,10 @@ pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
 /// Meta key identifying the store's format.
 const FORMAT_KEY: &str = "format";
 /// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
-pub(crate) const FORMAT: &[u8] = b"zabkeeper-storage/3";
+pub(crate) const FORMAT: &[u8] = b"zabkeeper-storage/4";
+/// The third format (all snapshots in one database), which this build
+/// upgrades in place by giving each snapshot a database of its own.
+pub(crate) const FORMAT_V3: &[u8] = b"zabkeeper-storage/3";
 /// The first format (one log key per entry), which this build reads and
 /// upgrades in place: its log values read as runs of one.
 const FORMAT_V1: &[u8] = b"zabkeeper-storage/1";
@@ -82,17 +88,22 @@ pub(crate) const SIDECAR: &str = "ZABKEEPER";
 /// memory anyway, so the store needs little. 8 MiB against 64: ~130 B less RSS per znode at 1 M znodes, the
 /// same write throughput (2 MiB saved nothing more).
 const CACHE_BYTES: u64 = 8 << 20;
+/// The segment size of a new log database. sled fixes it when it creates
+/// the database; a store created with sled's default (512 KiB) keeps that.
+/// Larger segments let larger leaf pages stay inline (see
+/// [`runs::run_bytes`]): runs of up to ~26 KiB here against ~6 KiB.
+const LOG_SEGMENT_BYTES: usize = 2 << 20;
+/// sled's default segment size, which every store before format 4 has.
+const SLED_DEFAULT_SEGMENT_BYTES: usize = 512 << 10;
 
-/// How large a snapshot chunk is made. sled 0.34 writes a value or page
-/// over about 128 KiB (a quarter of its 512 KiB segment, less headers) as a
-/// separate blob file, and its cache counts a blob by the size of the pointer
-/// it logs, not of the bytes it keeps in memory. With 1 MiB chunks every
-/// chunk was a blob and the members kept snapshots resident: 675 B of RSS
-/// per znode at 1 M znodes against 412 B with 64 KiB chunks (one run each,
-/// same build otherwise). Smaller chunks did worse: at 4 KiB a snapshot is
-/// 40 000 keys, sled's index pages grow into blobs themselves, and writes
-/// and restarts slowed by half.
-pub const SNAPSHOT_CHUNK_BYTES: usize = 64 << 10;
+/// How large a snapshot chunk is made. Each chunk is stored alone in a tree
+/// of its snapshot's database, where sled 0.34 writes a value over about
+/// 128 KiB (a quarter of its 512 KiB segment, less headers) once, as a blob
+/// file of its own: 1 MiB chunks make a 185 MB snapshot ~180 files written
+/// once each. (64 KiB chunks in one tree wrote every byte ~2.8 times, as
+/// sled rewrote whole leaves of chunks.) A snapshot's database is closed
+/// after each use, so what sled keeps of it in memory goes with it.
+pub const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 
 /// A replica's durable state in a sled database. Cloning is cheap and clones
 /// share the database, so a snapshot thread and the log writer can each hold one.
@@ -108,6 +119,8 @@ pub struct SledStorage {
     /// Serializes snapshot writes and purges: a background save and a
     /// leader's install at the same zxid must not interleave their chunks.
     snapshot_lock: Arc<Mutex<()>>,
+    /// The most transaction bytes one log run gathers (see [`runs::run_bytes`]).
+    run_bytes: usize,
 }
 
 impl std::fmt::Debug for SledStorage {
@@ -188,7 +201,12 @@ impl SledStorage {
         guarded("open", || {
             // Durability is the caller's: it flushes once per batch (group
             // commit), so sled's own periodic fsync would only add disk work.
-            let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
+            let segment_size = stored_segment_size(path).unwrap_or(LOG_SEGMENT_BYTES);
+            let config = sled::Config::new()
+                .path(path)
+                .cache_capacity(CACHE_BYTES)
+                .flush_every_ms(None)
+                .segment_size(segment_size);
             let db = open_retrying(&config)?;
             let durable = durable::Durable::open(path).map_err(fs_io("open: syncing the database files"))?;
             let store = SledStorage {
@@ -199,6 +217,7 @@ impl SledStorage {
                 snaps: Arc::new(Snapshots::new(path)),
                 path: Arc::new(path.to_path_buf()),
                 snapshot_lock: Arc::new(Mutex::new(())),
+                run_bytes: runs::run_bytes(segment_size),
             };
             let snapshots_exist = store.check_format(has_sidecar)?;
             store.open_snapshots(snapshots_exist)?;
@@ -226,16 +245,30 @@ impl SledStorage {
         let mut sidecar_current = false;
         if has_sidecar {
             let found = std::fs::read(&sidecar).map_err(fs_io("open: reading the marker file"))?;
-            if ![FORMAT, FORMAT_V1, FORMAT_V2].contains(&found.as_slice()) {
+            if ![FORMAT, FORMAT_V1, FORMAT_V2, FORMAT_V3].contains(&found.as_slice()) {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
-                    reason: format!("unknown marker file content {:?}", String::from_utf8_lossy(&found)),
+                    reason: format!(
+                        "unknown marker file content {:?}: this build writes {:?} and upgrades formats 1 to 3",
+                        String::from_utf8_lossy(&found),
+                        String::from_utf8_lossy(FORMAT)
+                    ),
                 });
             }
             sidecar_current = found == FORMAT;
         }
         let snapshots_exist = match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
             Some(found) if found.as_ref() == FORMAT => true,
+            Some(found) if found.as_ref() == FORMAT_V3 => {
+                // As below: the snapshots move before the store says format 4.
+                if self.path.join(SNAPSHOT_DIR).join("conf").is_file() {
+                    self.split_one_database()?;
+                }
+                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
+                self.flush_durably("open: flushing the format")?;
+                tracing::info!(path = %self.path.display(), "storage upgraded to format 4 (a database per snapshot)");
+                true
+            }
             Some(found) if found.as_ref() == FORMAT_V1 || found.as_ref() == FORMAT_V2 => {
                 // Snapshots move first; then the store is marked as the new
                 // format before anything else is written in it, so an older
@@ -244,13 +277,17 @@ impl SledStorage {
                 self.move_snapshots_out()?;
                 self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
                 self.flush_durably("open: flushing the format")?;
-                tracing::info!(path = %self.path.display(), "storage upgraded to format 3 (snapshots in their own database)");
+                tracing::info!(path = %self.path.display(), "storage upgraded to format 4 (a database per snapshot)");
                 false
             }
             Some(found) => {
                 return Err(StorageError::NotAStore {
                     path: self.path.display().to_string(),
-                    reason: format!("unknown format marker {:?}", String::from_utf8_lossy(&found)),
+                    reason: format!(
+                        "unknown format marker {:?}: this build writes {:?} and upgrades formats 1 to 3",
+                        String::from_utf8_lossy(&found),
+                        String::from_utf8_lossy(FORMAT)
+                    ),
                 })
             }
             None if has_sidecar => {
@@ -620,6 +657,18 @@ fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
+/// The segment size sled recorded when it created the database in `dir`
+/// (its `conf` file: text lines, then a checksum), None when there is none.
+/// sled refuses to open a database with any other. A `conf` that does not
+/// say, or is damaged, reads as sled's default, which sled then checks.
+pub(crate) fn stored_segment_size(dir: &Path) -> Option<usize> {
+    let conf = std::fs::read(dir.join("conf")).ok()?;
+    let said = String::from_utf8_lossy(&conf)
+        .lines()
+        .find_map(|line| line.strip_prefix("segment_size: ").and_then(|n| n.trim().parse().ok()));
+    Some(said.unwrap_or(SLED_DEFAULT_SEGMENT_BYTES))
+}
+
 /// Writes a small file and makes it and its directory entry durable.
 fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
@@ -703,46 +752,6 @@ mod tests {
     }
 
     #[test]
-    fn snapshot_chunks_are_values_sled_logs_inline() {
-        // A value over ~128 KiB becomes a sled blob, which its cache counts
-        // by the pointer's size: 1 MiB chunks kept whole snapshots in RSS.
-        use crate::acl::Acl;
-        use crate::data::Data;
-        use crate::tree::{snapshot, DataTree};
-        let inline_limit = 512 * 1024 / sled::MINIMUM_ITEMS_PER_SEGMENT - sled::SEG_HEADER_LEN;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = SledStorage::open(dir.path().join("store")).expect("open a fresh store");
-        let mut tree = DataTree::new();
-        let session = SessionId(1);
-        for i in 1..=5000u32 {
-            let body = TxnBody::Create {
-                path: format!("/node-{i:06}"),
-                data: Data::from(Bytes::from(vec![7u8; 100])),
-                acl: Acl::open_unsafe(),
-                ephemeral_owner: 0,
-                parent_cversion: i as i32,
-            };
-            tree.apply(Zxid::new(1, i), &Txn { session, cxid: i as i32, time_ms: 0, body });
-        }
-        let zxid = Zxid::new(1, 5000);
-        let mut chunks = snapshot::Chunks::new(tree.state(), SNAPSHOT_CHUNK_BYTES);
-        let meta = store.save_snapshot_from(zxid, &mut chunks).expect("save the snapshot");
-        assert!(meta.chunks >= 8, "a snapshot of several chunks, got {}", meta.chunks);
-        let snap = store.snaps.lease().expect("open the snapshot database");
-        for key in snap.chunk_keys(zxid).expect("list the chunks") {
-            let chunk = snap.chunks.get(&key).expect("read a chunk").expect("the chunk is there");
-            assert!(
-                chunk.len() < inline_limit,
-                "a {} B chunk is over sled's {inline_limit} B inline limit",
-                chunk.len()
-            );
-        }
-        drop(snap);
-        let loaded = store.load_snapshot(zxid).expect("load it back");
-        assert_eq!(loaded.node_count(), tree.state().node_count());
-    }
-
-    #[test]
     fn a_corrupt_chunk_early_in_a_long_snapshot_is_reported_as_what_the_decoder_found() {
         // The decoder runs beside the reader and stops it at the first bad
         // chunk: the error must be the snapshot's fault (so recovery may
@@ -766,14 +775,18 @@ mod tests {
         let meta = store.save_snapshot_from(zxid, &mut chunks).expect("save the snapshot");
         assert!(meta.chunks as usize > 2 * DECODE_AHEAD, "more chunks than are read ahead: {}", meta.chunks);
         {
-            let snap = store.snaps.lease().expect("open the snapshot database");
-            let key = chunk_key(zxid, 1);
-            let mut bytes = snap.chunks.get(key).expect("read").expect("chunk 1 is there").to_vec();
+            let db = open_retrying(
+                &sled::Config::new().path(dir.path().join("store").join(SNAPSHOT_DIR).join(snapshot_dir_name(zxid))),
+            )
+            .expect("open the snapshot's database");
+            let chunk = db.open_tree(chunk_tree(1)).expect("chunk 1's tree");
+            let mut bytes = chunk.get(CHUNK_KEY).expect("read").expect("chunk 1 is there").to_vec();
             // A chunk ends with a whole record: its last byte is one the
             // record's checksum covers, so the decoder fails right there.
             let last = bytes.len() - 1;
             bytes[last] ^= 0x5a;
-            snap.chunks.insert(key, bytes).expect("damage chunk 1");
+            chunk.insert(CHUNK_KEY, bytes).expect("damage chunk 1");
+            db.flush().expect("flush");
         }
         match store.load_snapshot(zxid) {
             Err(e @ StorageError::CorruptSnapshot { source: SnapshotError::Corrupt { .. }, .. }) => {
@@ -806,7 +819,8 @@ mod tests {
         store.save_snapshot(Zxid::new(1, 2), &chunks).expect("snapshot");
         drop(store);
         // What a kill -9 leaves while sled writes a checkpoint, in both databases.
-        for db in [dir.path().to_path_buf(), dir.path().join(SNAPSHOT_DIR)] {
+        let snapshot_db = dir.path().join(SNAPSHOT_DIR).join(snapshot_dir_name(Zxid::new(1, 2)));
+        for db in [dir.path().to_path_buf(), snapshot_db.clone()] {
             std::fs::write(db.join("snap.00000000FFFFFFFF.generating"), b"").expect("a torn checkpoint");
         }
         let store = SledStorage::open(dir.path()).expect("opens past the torn checkpoints");
@@ -815,7 +829,7 @@ mod tests {
         assert_eq!(snapshots, vec![Zxid::new(1, 2)]);
         store.read_chunk(Zxid::new(1, 2), 0).expect("the snapshot database opens and reads");
         assert!(!dir.path().join("snap.00000000FFFFFFFF.generating").exists());
-        assert!(!dir.path().join(SNAPSHOT_DIR).join("snap.00000000FFFFFFFF.generating").exists());
+        assert!(!snapshot_db.join("snap.00000000FFFFFFFF.generating").exists());
     }
 
     #[test]

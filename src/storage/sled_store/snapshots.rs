@@ -1,31 +1,70 @@
-//! Snapshots in the sled store: a sled database of their own, in the
-//! store's `snapshots` directory, open only while it is being used.
+//! Snapshots in the sled store: one small sled database per snapshot, in
+//! the store's `snapshots` directory, removed whole when it is purged.
 //!
-//! Why apart: sled 0.34 keeps the pages it writes in memory, whatever its
-//! cache size says, until the database is closed. Saving a 200 MB snapshot
-//! into the log's database left ~230 MB resident for good (and ~560 MB
-//! after three saves); the same saves into a database closed afterwards
-//! left nothing. A member saves a snapshot every `snapshot_every` writes,
-//! so with one database its memory grew with the snapshots it had written.
-//! Apart, the log's group commits also no longer fsync snapshot chunks.
+//! ```text
+//! snapshots/
+//!   000000010002a1f0/        the snapshot at zxid 0x10002a1f0: a sled database
+//!   000000010003b2c4.new/    a snapshot being written (removed at open)
+//!   000000010001903a.gone/   a purged snapshot being removed (removed at open)
+//!   000000010002a1f0.old/    a snapshot being replaced by one at the same zxid
+//!                            (removed at open, or put back if its successor
+//!                            never took its name)
+//! ```
 //!
-//! Chunks are written before the completion marker that makes them count;
-//! chunks without a marker are an unfinished write, removed at open. A
-//! leader's snapshot (SNAP) replaces the log too, which now spans two
-//! databases; see [`SledStorage::install_snapshot`] for how a crash
-//! between them is finished or undone at the next open.
+//! Why one database each. sled 0.34 deletes the file of a removed blob (a
+//! value or page over ~128 KiB) only when the log segment that recorded the
+//! removal is retired, and forgets the deferred deletion if the database
+//! closes first. All snapshots in one database that wrote little else
+//! (format 3) therefore never gave a purged snapshot's blob files back: a
+//! member overwriting 1 MiB of data kept every snapshot it ever wrote,
+//! ~27 MiB more per 100 000 writes. Removing a directory gives back exactly
+//! what the snapshot held, at once.
+//!
+//! Why one tree per chunk. Chunks in one tree are values of the same leaf
+//! pages, and sled rewrites a whole leaf (up to 16 values) as a new blob
+//! each time it consolidates one: a 185 MB snapshot of 64 KiB chunks wrote
+//! ~500 MB and left ~250 MB of files. A chunk alone in its tree is one
+//! value written once: its own blob file, synced as soon as it is written
+//! (so the device sees the snapshot as a trickle of 1 MiB flushes rather
+//! than a burst at the end, which the log's fsync would queue behind).
+//!
+//! Why the databases are closed between uses: sled 0.34 keeps every page it
+//! wrote in memory until its database closes, whatever its cache size says.
+//!
+//! A snapshot counts once its directory has its final name: it is written
+//! under `<zxid>.new`, its files and the directory made durable, then
+//! renamed. Each database also holds its completion marker (chunk count,
+//! bytes, nodes, time), written after its chunks. A leader's snapshot (SNAP)
+//! replaces the log too, which spans the log's database and this directory;
+//! see [`SledStorage::install_snapshot`] for how a crash between them is
+//! finished or undone at the next open.
 
 use super::*;
 use crate::server::clock::now_ms;
 use crate::tree::snapshot;
 use std::collections::BTreeMap;
 
-/// The directory of the snapshot database, inside the store's.
+/// The directory of the snapshot databases, inside the store's.
 pub(crate) const SNAPSHOT_DIR: &str = "snapshots";
 /// Meta key (main database): a leader's snapshot at this zxid is being installed.
 pub(crate) const INSTALLING: &str = "installing";
-/// Key, in the snapshot database's default tree, of its format marker.
+/// Key, in a snapshot database's default tree, of its format marker.
 const SNAPSHOT_FORMAT_KEY: &str = "format";
+/// The format of one snapshot's database.
+const SNAPSHOT_FORMAT: &[u8] = b"zabkeeper-snapshot/1";
+/// Key, in a snapshot database's default tree, of its completion marker.
+pub(crate) const MARKER_KEY: &str = "marker";
+/// Key of a chunk in its own tree.
+pub(crate) const CHUNK_KEY: &str = "chunk";
+/// Suffix of a snapshot directory being written.
+const NEW_SUFFIX: &str = ".new";
+/// Suffix of a purged snapshot's directory being removed.
+const GONE_SUFFIX: &str = ".gone";
+/// Suffix of a replaced snapshot's directory being removed.
+const OLD_SUFFIX: &str = ".old";
+/// The format-3 snapshot database's format marker (all snapshots in one
+/// database, `snapshots` itself), upgraded at open.
+const ONE_DATABASE_FORMAT: &[u8] = b"zabkeeper-storage/3";
 
 /// The completion marker of a stored snapshot.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -71,7 +110,13 @@ impl Marker {
     }
 }
 
-/// The key of one snapshot chunk.
+/// A marker as stored, for tests that build older layouts.
+#[cfg(test)]
+pub(crate) fn encode_marker(meta: &SnapshotMeta) -> Vec<u8> {
+    codec::encode_value(&Marker::new(meta))
+}
+
+/// The key of one chunk in the format-3 database (and formats 1 and 2).
 pub(crate) fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
     let mut key = [0; 12];
     key[..8].copy_from_slice(&zxid.0.to_be_bytes());
@@ -79,67 +124,102 @@ pub(crate) fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
     key
 }
 
-pub(super) fn chunk_zxid(key: &[u8]) -> Result<Zxid, StorageError> {
-    if key.len() != 12 {
-        return Err(StorageError::CorruptKey {
-            tree: CHUNK_TREE,
-            key: hex(key),
-            reason: format!("{} bytes, expected 12", key.len()),
-        });
+/// The name of chunk `index`'s tree in a snapshot's database.
+pub(crate) fn chunk_tree(index: u32) -> String {
+    format!("chunk-{index:010}")
+}
+
+/// The directory name of the snapshot at `zxid`.
+pub fn snapshot_dir_name(zxid: Zxid) -> String {
+    format!("{:016x}", zxid.0)
+}
+
+/// What a name in the snapshot directory is.
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    /// A complete snapshot.
+    Done(Zxid),
+    /// A write a crash cut short.
+    New,
+    /// A removal a crash cut short.
+    Gone,
+    /// A replacement a crash cut short: the replaced snapshot.
+    Old(Zxid),
+    /// A file of the format-3 database (`conf`, `db`, `blobs`, `snap.*`).
+    OneDatabase,
+    /// Something else.
+    Foreign,
+}
+
+fn classify(name: &str) -> Entry {
+    let zxid = |hex: &str| (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten();
+    if let Some(z) = zxid(name) {
+        return Entry::Done(Zxid(z));
     }
-    zxid_of(CHUNK_TREE, &key[..8])
+    if name.strip_suffix(NEW_SUFFIX).and_then(zxid).is_some() {
+        return Entry::New;
+    }
+    if name.strip_suffix(GONE_SUFFIX).and_then(zxid).is_some() {
+        return Entry::Gone;
+    }
+    if let Some(z) = name.strip_suffix(OLD_SUFFIX).and_then(zxid) {
+        return Entry::Old(Zxid(z));
+    }
+    if matches!(name, "conf" | "db" | "blobs") || name.starts_with("snap.") {
+        return Entry::OneDatabase;
+    }
+    Entry::Foreign
 }
 
-/// A chunk's index in its key. Chunks are megabytes each, so a snapshot
-/// would need petabytes to run out of 32 bits.
-pub(super) fn chunk_index(i: usize) -> u32 {
-    u32::try_from(i).expect("a snapshot has fewer than 2^32 chunks")
-}
-
-/// The open snapshot database and its two trees.
+/// One snapshot's open database.
 pub(crate) struct SnapDb {
     db: sled::Db,
-    /// Makes what `db` flushes durable.
-    durable: Arc<super::durable::Durable>,
-    /// zxid ‖ chunk index → chunk.
-    pub(crate) chunks: sled::Tree,
-    /// zxid → completion marker.
-    pub(crate) index: sled::Tree,
 }
 
 impl SnapDb {
-    fn flush(&self, during: &'static str) -> Result<(), StorageError> {
-        super::flush_durably(&self.db, &self.durable, during)
-    }
-
-    pub(super) fn chunk_keys(&self, zxid: Zxid) -> Result<Vec<IVec>, StorageError> {
-        ordered(CHUNK_TREE, "listing snapshot chunks", self.chunks.scan_prefix(log_key(zxid)))
-            .map(|item| item.map(|(key, _)| key))
-            .collect()
+    /// Chunk `index`, None if its tree is missing.
+    fn chunk(&self, index: u32) -> Result<Option<IVec>, StorageError> {
+        let name = chunk_tree(index);
+        // Opening a tree sled lacks would create it, in a snapshot only read.
+        if !self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes()) {
+            return Ok(None);
+        }
+        let tree = self.db.open_tree(&name).map_err(io("reading a snapshot chunk"))?;
+        tree.get(CHUNK_KEY).map_err(io("reading a snapshot chunk"))
     }
 }
 
-/// The snapshot database of one store: opened by the first use, closed by
-/// the end of the last, so what sled holds of it lives only that long.
+/// What the store knows of one complete snapshot.
+struct Known {
+    /// Its marker as stored (decoded where used, so a damaged one is
+    /// reported by what needs it; empty when the database had none).
+    marker: IVec,
+    /// Its database while a use holds it open.
+    open: Option<Arc<SnapDb>>,
+}
+
+/// The snapshots the store knows.
+#[derive(Default)]
+struct Catalog {
+    /// Every complete snapshot by zxid: every log append asks for the
+    /// newest, and listing them must not open a database.
+    done: BTreeMap<Zxid, Known>,
+    /// Purged while a use held them open: no longer listed, still readable
+    /// by that use, removed when it ends.
+    doomed: BTreeMap<Zxid, (IVec, Arc<SnapDb>)>,
+}
+
+/// The snapshots of one store.
 pub(crate) struct Snapshots {
     path: PathBuf,
-    open: Mutex<Option<Arc<SnapDb>>>,
-    /// What makes the database durable, kept from its first open to the
-    /// store's end: the first open syncs the whole filesystem (everything a
-    /// crash may have left unsynced), later ones only what sled touched
-    /// while it opened. Which blob files are synced stays known while the
-    /// database is closed: only an open handle writes it.
-    durable: Mutex<Option<Arc<super::durable::Durable>>>,
-    /// Every marker by zxid, as stored (decoded where used, so a damaged
-    /// one is reported by what needs it): every log append asks for the
-    /// newest, and listing them must not open the database.
-    markers: Mutex<BTreeMap<Zxid, IVec>>,
+    catalog: Mutex<Catalog>,
 }
 
-/// One use of the snapshot database. Its end closes the database unless
+/// One use of a snapshot's database. Its end closes the database unless
 /// another use holds it or a reader asked it to [`Lease::linger`].
 pub(crate) struct Lease<'a> {
     handle: Option<Arc<SnapDb>>,
+    zxid: Zxid,
     owner: &'a Snapshots,
 }
 
@@ -163,13 +243,27 @@ impl Lease<'_> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         let Some(db) = self.handle.take() else { return };
-        let mut slot = lock(&self.owner.open);
-        // This lease's handle and the slot's: no other use is under way.
-        if Arc::strong_count(&db) == 2 {
-            *slot = None;
+        let mut catalog = lock(&self.owner.catalog);
+        // This lease's handle and the catalog's: no other use is under way.
+        let last = Arc::strong_count(&db) == 2;
+        if let Some(known) = catalog.done.get_mut(&self.zxid) {
+            if last && known.open.as_ref().is_some_and(|open| Arc::ptr_eq(open, &db)) {
+                known.open = None;
+            }
+            // Dropped under the lock, so a next open waits for this close.
+            drop(db);
+            return;
         }
-        // Dropped under the lock, so a next open waits for this close.
+        let doomed = catalog.doomed.get(&self.zxid).is_some_and(|(_, open)| Arc::ptr_eq(open, &db));
+        if !(last && doomed) {
+            return;
+        }
+        catalog.doomed.remove(&self.zxid);
+        drop(catalog);
         drop(db);
+        if let Err(e) = self.owner.remove_dir(self.zxid) {
+            tracing::warn!(zxid = %self.zxid, error = %e, "removing a purged snapshot failed; the next purge or open retries");
+        }
     }
 }
 
@@ -178,153 +272,348 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Opens one snapshot's sled database, creating it if missing.
+fn open_db(path: &Path) -> Result<sled::Db, StorageError> {
+    // Every write here is flushed by the operation that made it.
+    let config = sled::Config::new().path(path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
+    guarded("opening a snapshot's database", || open_retrying(&config))
+}
+
 impl Snapshots {
-    /// The snapshot database of the store in `store_dir`, not opened yet.
+    /// The snapshots of the store in `store_dir`, none known yet.
     pub(super) fn new(store_dir: &Path) -> Snapshots {
-        Snapshots {
-            path: store_dir.join(SNAPSHOT_DIR),
-            open: Mutex::new(None),
-            durable: Mutex::new(None),
-            markers: Mutex::new(BTreeMap::new()),
-        }
+        Snapshots { path: store_dir.join(SNAPSHOT_DIR), catalog: Mutex::new(Catalog::default()) }
     }
 
-    /// A use of the database, opening it if no use holds it.
-    pub(crate) fn lease(&self) -> Result<Lease<'_>, StorageError> {
-        let mut slot = lock(&self.open);
-        if let Some(db) = slot.as_ref() {
-            return Ok(Lease { handle: Some(Arc::clone(db)), owner: self });
-        }
-        let db = guarded("opening the snapshot database", || {
-            // Every write here is flushed by the operation that made it.
-            let config = sled::Config::new().path(&self.path).cache_capacity(CACHE_BYTES).flush_every_ms(None);
-            let db = open_retrying(&config)?;
-            let mut kept = lock(&self.durable);
-            let durable = match kept.as_ref() {
-                Some(durable) => {
-                    // What sled did at this open (it may remove blobs, whose
-                    // names can come back) made durable, and the blob files
-                    // it removed forgotten before anything is written.
-                    durable.sync().map_err(super::fs_io("opening the snapshot database: syncing it"))?;
-                    Arc::clone(durable)
-                }
-                None => Arc::new(
-                    super::durable::Durable::open(&self.path)
-                        .map_err(super::fs_io("opening the snapshot database: syncing its files"))?,
-                ),
-            };
-            *kept = Some(Arc::clone(&durable));
-            drop(kept);
-            Ok(SnapDb {
-                chunks: db.open_tree(CHUNK_TREE).map_err(io("open: snapshot tree"))?,
-                index: db.open_tree(INDEX_TREE).map_err(io("open: snapshot index tree"))?,
-                db,
-                durable,
-            })
-        })?;
-        let db = Arc::new(db);
-        *slot = Some(Arc::clone(&db));
-        Ok(Lease { handle: Some(db), owner: self })
+    fn dir_of(&self, zxid: Zxid) -> PathBuf {
+        self.path.join(snapshot_dir_name(zxid))
     }
 
-    /// Whether the database is open.
+    /// A use of the snapshot at `zxid` (complete, or purged while a use
+    /// still holds it), opening its database if no use holds it.
+    pub(crate) fn lease(&self, zxid: Zxid) -> Result<Lease<'_>, StorageError> {
+        let mut catalog = lock(&self.catalog);
+        if let Some((_, db)) = catalog.doomed.get(&zxid) {
+            return Ok(Lease { handle: Some(Arc::clone(db)), zxid, owner: self });
+        }
+        let known = catalog
+            .done
+            .get_mut(&zxid)
+            .ok_or_else(|| StorageError::IncompleteSnapshot { zxid, reason: "it is no longer stored".into() })?;
+        if let Some(db) = known.open.as_ref() {
+            return Ok(Lease { handle: Some(Arc::clone(db)), zxid, owner: self });
+        }
+        let db = Arc::new(SnapDb { db: open_db(&self.dir_of(zxid))? });
+        known.open = Some(Arc::clone(&db));
+        Ok(Lease { handle: Some(db), zxid, owner: self })
+    }
+
+    /// Whether the database of the snapshot at `zxid` is open.
     #[cfg(test)]
-    fn is_open(&self) -> bool {
-        lock(&self.open).is_some()
+    pub(crate) fn is_open(&self, zxid: Zxid) -> bool {
+        let catalog = lock(&self.catalog);
+        catalog.done.get(&zxid).is_some_and(|k| k.open.is_some()) || catalog.doomed.contains_key(&zxid)
     }
 
-    /// Whether a marker is stored at `zxid`.
+    /// Whether a complete snapshot is stored at `zxid`.
     fn has(&self, zxid: Zxid) -> bool {
-        lock(&self.markers).contains_key(&zxid)
+        lock(&self.catalog).done.contains_key(&zxid)
+    }
+
+    /// Whether a use holds the complete snapshot at `zxid` open.
+    fn in_use(&self, zxid: Zxid) -> bool {
+        lock(&self.catalog).done.get(&zxid).is_some_and(|k| k.open.is_some())
     }
 
     fn newest(&self) -> Zxid {
-        lock(&self.markers).last_key_value().map_or(Zxid::ZERO, |(zxid, _)| *zxid)
+        lock(&self.catalog).done.last_key_value().map_or(Zxid::ZERO, |(zxid, _)| *zxid)
     }
 
     fn above(&self, zxid: Zxid) -> Vec<Zxid> {
-        lock(&self.markers).range((Bound::Excluded(zxid), Bound::Unbounded)).map(|(z, _)| *z).collect()
+        lock(&self.catalog).done.range((Bound::Excluded(zxid), Bound::Unbounded)).map(|(z, _)| *z).collect()
     }
 
+    /// The marker of the snapshot at `zxid`, a purged one still in use included.
     fn raw_marker(&self, zxid: Zxid) -> Option<IVec> {
-        lock(&self.markers).get(&zxid).cloned()
+        let catalog = lock(&self.catalog);
+        catalog.done.get(&zxid).map(|k| k.marker.clone()).or_else(|| catalog.doomed.get(&zxid).map(|(m, _)| m.clone()))
     }
 
     fn raw_markers(&self) -> Vec<(Zxid, IVec)> {
-        lock(&self.markers).iter().map(|(z, v)| (*z, v.clone())).collect()
+        lock(&self.catalog).done.iter().map(|(z, k)| (*z, k.marker.clone())).collect()
+    }
+
+    /// Records a complete snapshot.
+    fn insert(&self, zxid: Zxid, marker: IVec) {
+        lock(&self.catalog).done.insert(zxid, Known { marker, open: None });
+    }
+
+    /// Forgets the snapshot at `zxid` and removes its directory: at once if
+    /// no use holds it open, else when the last use ends.
+    fn forget(&self, zxid: Zxid) -> Result<(), StorageError> {
+        let mut catalog = lock(&self.catalog);
+        let Some(known) = catalog.done.remove(&zxid) else { return Ok(()) };
+        match known.open {
+            Some(db) => {
+                catalog.doomed.insert(zxid, (known.marker, db));
+                Ok(())
+            }
+            None => {
+                drop(catalog);
+                self.remove_dir(zxid)
+            }
+        }
+    }
+
+    /// Removes the directory of the snapshot at `zxid`: renamed first (one
+    /// durable step after which it no longer counts), then deleted.
+    fn remove_dir(&self, zxid: Zxid) -> Result<(), StorageError> {
+        let dir = self.dir_of(zxid);
+        let gone = self.path.join(format!("{}{GONE_SUFFIX}", snapshot_dir_name(zxid)));
+        match std::fs::rename(&dir, &gone) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(fs_io("removing a snapshot")(e)),
+        }
+        durable::sync_dir(&self.path).map_err(fs_io("removing a snapshot"))?;
+        std::fs::remove_dir_all(&gone).map_err(fs_io("removing a snapshot"))
+    }
+
+    /// Writes a snapshot's database under `<zxid>.new`, makes it durable and
+    /// renames it into place, replacing (when no use holds it) one already
+    /// there. A chunk source that fails leaves nothing behind that counts.
+    /// `created_ms` is its time (now, or the time of the snapshot an
+    /// upgrade copies). Returns its marker as stored.
+    fn write(
+        &self,
+        zxid: Zxid,
+        chunks: &mut dyn Iterator<Item = Result<Bytes, StorageError>>,
+        created_ms: i64,
+    ) -> Result<(SnapshotMeta, IVec), StorageError> {
+        let name = snapshot_dir_name(zxid);
+        let new = self.path.join(format!("{name}{NEW_SUFFIX}"));
+        if new.exists() {
+            std::fs::remove_dir_all(&new).map_err(fs_io("writing a snapshot: removing a cut-short write"))?;
+        }
+        let db = open_db(&new)?;
+        let mut blobs = durable::NewBlobs::new(&new);
+        let filled = guarded("writing a snapshot", || fill(&db, &mut blobs, zxid, chunks, created_ms));
+        let flushed = db.flush().map_err(io("flushing a snapshot"));
+        drop(db);
+        let (meta, sealed) = match filled.and_then(|done| flushed.map(|_| done)) {
+            Ok(done) => done,
+            Err(e) => {
+                // Not renamed: it never counts, and open removes it if this fails.
+                let _ = durable::wait_closed(&new).and_then(|()| std::fs::remove_dir_all(&new));
+                return Err(e);
+            }
+        };
+        durable::wait_closed(&new).map_err(fs_io("writing a snapshot: waiting for its database to close"))?;
+        durable::seal(&new, &mut blobs).map_err(fs_io("writing a snapshot: syncing its files"))?;
+        let dir = self.dir_of(zxid);
+        let old = self.path.join(format!("{name}{OLD_SUFFIX}"));
+        let replacing = {
+            let mut catalog = lock(&self.catalog);
+            if catalog.done.get(&zxid).is_some_and(|k| k.open.is_some()) {
+                return Err(StorageError::Invalid(format!("the snapshot at {zxid:?} is being read; not replaced")));
+            }
+            catalog.done.remove(&zxid);
+            dir.exists()
+        };
+        if replacing {
+            // Until the new one takes the name, the old one is put back at open.
+            std::fs::rename(&dir, &old).map_err(fs_io("writing a snapshot: moving the one it replaces"))?;
+        }
+        std::fs::rename(&new, &dir).map_err(fs_io("writing a snapshot: renaming it into place"))?;
+        durable::sync_dir(&self.path).map_err(fs_io("writing a snapshot: syncing its directory"))?;
+        if replacing {
+            std::fs::remove_dir_all(&old).map_err(fs_io("writing a snapshot: removing the one it replaced"))?;
+        }
+        Ok((meta, sealed))
     }
 }
 
+/// Writes the chunks and then the marker of the snapshot at `zxid` into
+/// `db`, syncing each chunk's blob file (`blobs`) as it goes.
+fn fill(
+    db: &sled::Db,
+    blobs: &mut durable::NewBlobs,
+    zxid: Zxid,
+    chunks: &mut dyn Iterator<Item = Result<Bytes, StorageError>>,
+    created_ms: i64,
+) -> Result<(SnapshotMeta, IVec), StorageError> {
+    db.insert(SNAPSHOT_FORMAT_KEY, SNAPSHOT_FORMAT).map_err(io("writing a snapshot"))?;
+    let (mut count, mut bytes, mut last) = (0u32, 0u64, None);
+    for chunk in chunks {
+        let chunk = chunk?;
+        let tree = db.open_tree(chunk_tree(count)).map_err(io("writing a snapshot"))?;
+        tree.insert(CHUNK_KEY, chunk.as_ref()).map_err(io("writing a snapshot"))?;
+        // sled wrote a chunk over its inline limit to a blob file of its own
+        // during the insert; syncing it now spreads the snapshot's device
+        // flushes over its writing.
+        blobs.sync_new().map_err(fs_io("writing a snapshot: syncing a chunk"))?;
+        count = count
+            .checked_add(1)
+            .ok_or_else(|| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
+        bytes += chunk.len() as u64;
+        last = Some(chunk);
+    }
+    let Some(last) = last else {
+        return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
+    };
+    let nodes = snapshot::footer_counts(&last).map_or(0, |(nodes, _)| nodes);
+    let meta = SnapshotMeta { zxid, bytes, chunks: count, nodes, created_ms };
+    let sealed = IVec::from(codec::encode_value(&Marker::new(&meta)));
+    db.insert(MARKER_KEY, sealed.clone()).map_err(io("writing a snapshot marker"))?;
+    Ok((meta, sealed))
+}
+
 impl SledStorage {
-    /// Opens the snapshot database at open: checks it belongs to this store,
-    /// moves snapshots an older format kept in the log's database into it,
-    /// reads its markers, removes unfinished writes and settles an install a
-    /// crash interrupted. Leaves it closed.
+    /// Reads the snapshots at open: upgrades the format-3 database, removes
+    /// writes and removals a crash cut short, reads each snapshot's marker,
+    /// and settles an install a crash interrupted. Leaves them closed.
+    ///
+    /// `existing` says the store is known to have had its snapshot
+    /// directory: losing it is damage, not an empty store.
     pub(super) fn open_snapshots(&self, existing: bool) -> Result<(), StorageError> {
-        let snap = self.snaps.lease()?;
-        let format = snap.db.get(SNAPSHOT_FORMAT_KEY).map_err(io("open: reading the snapshot format"))?;
-        match format {
-            Some(found) if found.as_ref() == FORMAT => {}
-            Some(found) => {
-                return Err(StorageError::NotAStore {
-                    path: self.snaps.path.display().to_string(),
-                    reason: format!("unknown snapshot format marker {:?}", String::from_utf8_lossy(&found)),
-                })
-            }
-            None if existing => {
+        let dir = &self.snaps.path;
+        if !dir.is_dir() {
+            if existing {
                 return Err(StorageError::Damaged {
                     during: "open",
-                    reason: format!(
-                        "the snapshot database {} has lost its contents (format key missing)",
-                        self.snaps.path.display()
-                    ),
-                })
+                    reason: format!("the snapshot directory {} is missing", dir.display()),
+                });
             }
-            None => {
-                snap.db.insert(SNAPSHOT_FORMAT_KEY, FORMAT).map_err(io("open: writing the snapshot format"))?;
-                snap.flush("open: flushing the snapshot format")?;
+            std::fs::create_dir_all(dir).map_err(fs_io("open: creating the snapshot directory"))?;
+            durable::sync_dir(&self.path).map_err(fs_io("open: creating the snapshot directory"))?;
+        }
+        let mut found = Vec::new();
+        let mut leftovers = Vec::new();
+        for item in std::fs::read_dir(dir).map_err(fs_io("open: listing the snapshots"))? {
+            let item = item.map_err(fs_io("open: listing the snapshots"))?;
+            let name = item.file_name().to_string_lossy().into_owned();
+            match classify(&name) {
+                Entry::Done(zxid) => found.push(zxid),
+                Entry::New | Entry::Gone | Entry::OneDatabase => leftovers.push(item.path()),
+                Entry::Old(zxid) if self.snaps.dir_of(zxid).exists() => leftovers.push(item.path()),
+                Entry::Old(zxid) => {
+                    // Its successor never took its name: it stays.
+                    tracing::info!(%zxid, "putting back a snapshot whose replacement a crash cut short");
+                    std::fs::rename(item.path(), self.snaps.dir_of(zxid))
+                        .map_err(fs_io("open: putting back a replaced snapshot"))?;
+                    durable::sync_dir(dir).map_err(fs_io("open: putting back a replaced snapshot"))?;
+                    found.push(zxid);
+                }
+                Entry::Foreign => {
+                    return Err(StorageError::NotAStore {
+                        path: dir.display().to_string(),
+                        reason: format!("it holds {name:?}, which is not a snapshot"),
+                    })
+                }
             }
         }
-        let mut markers = BTreeMap::new();
-        for item in ordered(INDEX_TREE, "reading the snapshot index", snap.index.iter()) {
-            let (key, value) = item?;
-            markers.insert(zxid_of(INDEX_TREE, &key)?, value);
+        for path in &leftovers {
+            tracing::info!(path = %path.display(), "removing what a crash left of a snapshot write or removal");
+            let removed = if path.is_dir() { std::fs::remove_dir_all(path) } else { std::fs::remove_file(path) };
+            removed.map_err(fs_io("open: removing a cut-short snapshot write"))?;
         }
-        *lock(&self.snaps.markers) = markers;
-        self.remove_unfinished_snapshots(&snap)?;
-        drop(snap);
+        if !leftovers.is_empty() {
+            durable::sync_dir(dir).map_err(fs_io("open: removing a cut-short snapshot write"))?;
+        }
+        for zxid in found {
+            let marker = read_marker(&self.snaps.dir_of(zxid))?;
+            self.snaps.insert(zxid, marker);
+        }
         self.settle_install()
     }
 
+    /// Upgrades format 3: every snapshot of the one database `snapshots`
+    /// moves into a database of its own beside it, then the old database's
+    /// files go (with whatever blob files it never gave back). Idempotent:
+    /// until the old `conf` goes (first of its files), the next open copies
+    /// what is not copied yet; after, it removes the rest of the old files.
+    pub(super) fn split_one_database(&self) -> Result<(), StorageError> {
+        let dir = self.snaps.path.clone();
+        let moved = {
+            let config = sled::Config::new().path(&dir).cache_capacity(CACHE_BYTES).flush_every_ms(None);
+            let old = guarded("open: opening the old snapshot database", || open_retrying(&config))?;
+            match old.get(SNAPSHOT_FORMAT_KEY).map_err(io("open: reading the old snapshot format"))? {
+                Some(found) if found.as_ref() == ONE_DATABASE_FORMAT => {}
+                found => {
+                    return Err(StorageError::NotAStore {
+                        path: dir.display().to_string(),
+                        reason: format!(
+                            "its snapshot database has format marker {:?}, expected {:?}",
+                            found.as_deref().map(String::from_utf8_lossy),
+                            String::from_utf8_lossy(ONE_DATABASE_FORMAT)
+                        ),
+                    })
+                }
+            }
+            let chunks = old.open_tree(CHUNK_TREE).map_err(io("open: old snapshot tree"))?;
+            let index = old.open_tree(INDEX_TREE).map_err(io("open: old snapshot index tree"))?;
+            self.copy_out(&chunks, &index)?
+        };
+        // The old database's files go; `conf` first, which says it is there.
+        for name in ["conf", "db", "blobs"] {
+            let path = dir.join(name);
+            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            match removed {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(fs_io("open: removing the old snapshot database")(e)),
+            }
+        }
+        durable::sync_dir(&dir).map_err(fs_io("open: removing the old snapshot database"))?;
+        tracing::info!(snapshots = moved, dir = %dir.display(), "snapshots moved into a database each");
+        Ok(())
+    }
+
+    /// Writes each complete snapshot of an older layout's trees (`chunks`:
+    /// zxid ‖ index → chunk, `index`: zxid → marker) as a database of its
+    /// own, unless one is already there. Returns how many it wrote.
+    fn copy_out(&self, chunks: &sled::Tree, index: &sled::Tree) -> Result<usize, StorageError> {
+        let mut moved = 0;
+        for item in ordered(INDEX_TREE, "moving snapshots out", index.iter()) {
+            let (key, value) = item?;
+            let zxid = zxid_of(INDEX_TREE, &key)?;
+            if self.snaps.dir_of(zxid).is_dir() {
+                continue;
+            }
+            let marker = Marker::decode(zxid, &value)?;
+            let mut parts = (0..marker.chunks).map(|i| match chunks.get(chunk_key(zxid, i)) {
+                Ok(Some(chunk)) => Ok(Bytes::copy_from_slice(&chunk)),
+                Ok(None) => Err(StorageError::IncompleteSnapshot {
+                    zxid,
+                    reason: format!("chunk {i} of {} is missing", marker.chunks),
+                }),
+                Err(source) => Err(StorageError::Io { during: "moving snapshots out", source }),
+            });
+            self.snaps.write(zxid, &mut parts, marker.created_ms)?;
+            moved += 1;
+        }
+        Ok(moved)
+    }
+
     /// Moves the snapshots a store of format 1 or 2 kept in the log's
-    /// database into the snapshot database. Idempotent: a crash part way
+    /// database into databases of their own. Idempotent: a crash part way
     /// leaves the old trees, and the next open copies them again.
     pub(super) fn move_snapshots_out(&self) -> Result<(), StorageError> {
         if !self.holds_tree(CHUNK_TREE) && !self.holds_tree(INDEX_TREE) {
             return Ok(());
         }
+        let dir = &self.snaps.path;
+        std::fs::create_dir_all(dir).map_err(fs_io("open: creating the snapshot directory"))?;
+        durable::sync_dir(&self.path).map_err(fs_io("open: creating the snapshot directory"))?;
         let old_chunks = self.db.open_tree(CHUNK_TREE).map_err(io("open: old snapshot tree"))?;
         let old_index = self.db.open_tree(INDEX_TREE).map_err(io("open: old snapshot index tree"))?;
-        let snap = self.snaps.lease()?;
-        let mut moved = 0usize;
-        // Chunks before markers, as every snapshot write goes.
-        for item in ordered(CHUNK_TREE, "moving snapshot chunks", old_chunks.iter()) {
-            let (key, value) = item?;
-            snap.chunks.insert(key, value).map_err(io("open: moving snapshot chunks"))?;
-        }
-        for item in ordered(INDEX_TREE, "moving snapshot markers", old_index.iter()) {
-            let (key, value) = item?;
-            snap.index.insert(key, value).map_err(io("open: moving snapshot markers"))?;
-            moved += 1;
-        }
-        snap.db.insert(SNAPSHOT_FORMAT_KEY, FORMAT).map_err(io("open: writing the snapshot format"))?;
-        snap.flush("open: flushing moved snapshots")?;
+        let moved = self.copy_out(&old_chunks, &old_index)?;
         drop((old_chunks, old_index));
         for name in [CHUNK_TREE, INDEX_TREE] {
             self.db.drop_tree(name).map_err(io("open: dropping an old snapshot tree"))?;
         }
         self.flush_durably("open: flushing")?;
-        tracing::info!(snapshots = moved, dir = %self.snaps.path.display(), "moved snapshots into their own database");
+        tracing::info!(snapshots = moved, dir = %dir.display(), "moved snapshots into databases of their own");
         Ok(())
     }
 
@@ -334,39 +623,12 @@ impl SledStorage {
         self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes())
     }
 
-    /// Drops chunks that no marker covers: a snapshot write a crash cut short.
-    /// Visits one chunk per stored zxid, not every chunk: snapshots are large.
-    fn remove_unfinished_snapshots(&self, snap: &SnapDb) -> Result<(), StorageError> {
-        let mut from = [0u8; 12];
-        let mut removed = 0usize;
-        loop {
-            let first = snap.chunks.range(from..).next().transpose().map_err(io("open: scanning snapshot chunks"))?;
-            let Some((key, _)) = first else { break };
-            let zxid = chunk_zxid(&key)?;
-            if !self.snaps.has(zxid) {
-                let mut batch = Batch::default();
-                for key in snap.chunk_keys(zxid)? {
-                    batch.remove(key);
-                    removed += 1;
-                }
-                snap.chunks.apply_batch(batch).map_err(io("open: removing unfinished snapshots"))?;
-            }
-            let Some(next) = zxid.0.checked_add(1) else { break };
-            from = chunk_key(Zxid(next), 0);
-        }
-        if removed > 0 {
-            tracing::info!(chunks = removed, "removed chunks of unfinished snapshot writes");
-            snap.flush("open: flushing")?;
-        }
-        Ok(())
-    }
-
     pub(super) fn lock_snapshots(&self) -> MutexGuard<'_, ()> {
         // The lock guards no data, so a panic while it was held leaves nothing inconsistent.
         self.snapshot_lock.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The zxid of the newest snapshot with a marker, zero when none.
+    /// The zxid of the newest complete snapshot, zero when none.
     pub(super) fn newest_snapshot(&self) -> Zxid {
         self.snaps.newest()
     }
@@ -393,14 +655,11 @@ impl SledStorage {
     ) -> Result<(), StorageError> {
         let incomplete = |reason: String| StorageError::IncompleteSnapshot { zxid, reason };
         let marker = self.marker(zxid)?.ok_or_else(|| incomplete("its marker vanished".into()))?;
-        let snap = self.snaps.lease()?;
+        let snap = self.snaps.lease(zxid)?;
         let mut bytes = 0u64;
         for i in 0..marker.chunks {
-            let chunk = snap
-                .chunks
-                .get(chunk_key(zxid, i))
-                .map_err(io("reading a snapshot chunk"))?
-                .ok_or_else(|| incomplete(format!("chunk {i} of {} is missing", marker.chunks)))?;
+            let chunk =
+                snap.chunk(i)?.ok_or_else(|| incomplete(format!("chunk {i} of {} is missing", marker.chunks)))?;
             bytes += chunk.len() as u64;
             feed(chunk)?;
         }
@@ -413,10 +672,13 @@ impl SledStorage {
     /// Chunk `index` of the snapshot at `zxid`. The database stays open
     /// until the snapshot's last chunk is read, for a reader going through all.
     pub(super) fn read_chunk(&self, zxid: Zxid, index: u32) -> Result<Option<Bytes>, StorageError> {
-        let last = self.marker(zxid)?.is_none_or(|m| index.saturating_add(1) >= m.chunks);
-        let snap = self.snaps.lease()?;
-        let chunk = snap.chunks.get(chunk_key(zxid, index)).map_err(io("reading a snapshot chunk"))?;
-        if !last && chunk.is_some() {
+        let Some(marker) = self.marker(zxid)? else { return Ok(None) };
+        if index >= marker.chunks {
+            return Ok(None);
+        }
+        let snap = self.snaps.lease(zxid)?;
+        let chunk = snap.chunk(index)?;
+        if index.saturating_add(1) < marker.chunks && chunk.is_some() {
             snap.linger();
         }
         Ok(chunk.map(|c| Bytes::copy_from_slice(&c)))
@@ -425,29 +687,25 @@ impl SledStorage {
     /// Installs a leader's snapshot (SNAP): it replaces the whole log and
     /// any snapshot above `zxid`.
     ///
-    /// The log and the snapshots are in two databases, so this goes in three
-    /// durable steps: note the install in the log's database, store the
-    /// snapshot and its marker, then drop the newer snapshots and the log
-    /// and the note. A crash after the second step is finished at open (the
-    /// marker is there: the leader's state is stored); a crash before it is
-    /// undone (the note goes, the log was never touched). A marker already
-    /// at `zxid` is replaced, and it held the same committed state anyway.
+    /// The log and the snapshots are in different databases, so this goes
+    /// in three durable steps: note the install in the log's database,
+    /// store the snapshot, then drop the newer snapshots and the log and
+    /// the note. A crash after the second step is finished at open (the
+    /// snapshot is there: the leader's state is stored); a crash before it
+    /// is undone (the note goes, the log was never touched). A snapshot
+    /// already at `zxid` is replaced (see `put_snapshot`).
     pub(super) fn install_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
         let _serialized = self.lock_snapshots();
         self.meta.insert(INSTALLING, &log_key(zxid)).map_err(io("noting an install"))?;
         self.flush_durably("noting an install")?;
-        let meta = self.replace_snapshot(zxid, chunks)?;
+        let meta = self.put_snapshot(zxid, &mut chunks.iter().cloned())?;
         self.finish_install(zxid)?;
         Ok(meta)
     }
 
     /// The last step of an install: snapshots above `zxid` and the log go.
     fn finish_install(&self, zxid: Zxid) -> Result<(), StorageError> {
-        let above = self.snaps.above(zxid);
-        if !above.is_empty() {
-            let snap = self.snaps.lease()?;
-            self.remove_snapshots(&snap, &above, "dropping snapshots a leader's replaces")?;
-        }
+        self.remove_snapshots(&self.snaps.above(zxid))?;
         let mut log_batch = Batch::default();
         for item in ordered(LOG_TREE, "clearing the log", self.log.iter()) {
             log_batch.remove(item?.0);
@@ -481,23 +739,11 @@ impl SledStorage {
         }
     }
 
-    /// Removes the snapshots at `zxids`, markers first (a crash between
-    /// leaves unmarked chunks, which open removes), durably.
-    fn remove_snapshots(&self, snap: &SnapDb, zxids: &[Zxid], during: &'static str) -> Result<(), StorageError> {
-        let mut index_batch = Batch::default();
-        let mut chunk_batch = Batch::default();
+    /// Removes the snapshots at `zxids`, each durably gone on return (its
+    /// files may outlive it while a reader still holds it open).
+    fn remove_snapshots(&self, zxids: &[Zxid]) -> Result<(), StorageError> {
         for zxid in zxids {
-            index_batch.remove(&log_key(*zxid));
-            for key in snap.chunk_keys(*zxid)? {
-                chunk_batch.remove(key);
-            }
-        }
-        snap.index.apply_batch(index_batch).map_err(io(during))?;
-        snap.chunks.apply_batch(chunk_batch).map_err(io(during))?;
-        snap.flush(during)?;
-        let mut markers = lock(&self.snaps.markers);
-        for zxid in zxids {
-            markers.remove(zxid);
+            self.snaps.forget(*zxid)?;
         }
         Ok(())
     }
@@ -513,97 +759,66 @@ impl SledStorage {
         let split = markers.len().saturating_sub(keep);
         let (old, kept) = markers.split_at(split);
         let oldest_kept = kept[0].0;
-        if !old.is_empty() {
-            let snap = self.snaps.lease()?;
-            let zxids: Vec<Zxid> = old.iter().map(|(zxid, _)| *zxid).collect();
-            self.remove_snapshots(&snap, &zxids, "purging snapshots")?;
-        }
-        // The snapshots kept are durable (a save flushes before it returns),
+        let zxids: Vec<Zxid> = old.iter().map(|(zxid, _)| *zxid).collect();
+        self.remove_snapshots(&zxids)?;
+        // The snapshots kept are durable (a save syncs before it returns),
         // so the log they cover can go.
         let entries_removed = self.purge_runs_through(oldest_kept)?;
         Ok(PurgeReport { snapshots_removed: old.len(), entries_removed })
     }
 
-    /// Stores a snapshot of this replica's own state and its marker, durably.
+    /// Stores a snapshot of this replica's own state, durably.
     pub(super) fn store_snapshot(
         &self,
         zxid: Zxid,
         chunks: &mut dyn Iterator<Item = Bytes>,
     ) -> Result<SnapshotMeta, StorageError> {
         let _serialized = self.lock_snapshots();
-        if self.snaps.has(zxid) {
-            let chunks: Vec<Bytes> = chunks.collect();
-            return self.replace_snapshot(zxid, &chunks);
-        }
-        let snap = self.snaps.lease()?;
-        // Common case, the background snapshot: chunks without a marker are
-        // ignored, so they need no atomicity and can be written as they are
-        // serialized, one in memory at a time. Chunks already at this zxid
-        // are the leftovers of a write a crash cut short.
-        for key in snap.chunk_keys(zxid)? {
-            snap.chunks.remove(key).map_err(io("writing a snapshot"))?;
-        }
-        let (mut count, mut bytes, mut last) = (0u32, 0u64, None);
-        for chunk in chunks {
-            snap.chunks.insert(chunk_key(zxid, count), chunk.as_ref()).map_err(io("writing a snapshot"))?;
-            count = count
-                .checked_add(1)
-                .ok_or_else(|| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
-            bytes += chunk.len() as u64;
-            last = Some(chunk);
-        }
-        let Some(last) = last else {
-            return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
-        };
-        let nodes = snapshot::footer_counts(&last).map_or(0, |(nodes, _)| nodes);
-        let meta = SnapshotMeta { zxid, bytes, chunks: count, nodes, created_ms: now_ms() };
-        // Written last: sled recovers a prefix, so a durable marker implies
-        // durable chunks.
-        let sealed = codec::encode_value(&Marker::new(&meta));
-        snap.index.insert(log_key(zxid), sealed.as_slice()).map_err(io("writing a snapshot marker"))?;
-        snap.flush("flushing a snapshot")?;
-        lock(&self.snaps.markers).insert(zxid, IVec::from(sealed));
-        Ok(meta)
+        self.put_snapshot(zxid, chunks)
     }
 
-    /// Replaces the snapshot at `zxid` (or stores it) in one transaction, durably.
-    fn replace_snapshot(&self, zxid: Zxid, chunks: &[Bytes]) -> Result<SnapshotMeta, StorageError> {
-        let count = u32::try_from(chunks.len())
-            .map_err(|_| StorageError::Invalid(format!("snapshot at {zxid:?} has too many chunks")))?;
-        if count == 0 {
-            return Err(StorageError::Invalid(format!("snapshot at {zxid:?} has no chunks")));
+    /// Writes the snapshot at `zxid` and records it, replacing one already
+    /// there; but one a reader holds open is kept (both hold the committed
+    /// state at `zxid`) unless its marker is damaged.
+    fn put_snapshot(&self, zxid: Zxid, chunks: &mut dyn Iterator<Item = Bytes>) -> Result<SnapshotMeta, StorageError> {
+        if self.snaps.in_use(zxid) {
+            if let Ok(Some(marker)) = self.marker(zxid) {
+                return Ok(marker.meta(zxid));
+            }
         }
-        let meta = SnapshotMeta::of(zxid, chunks, now_ms());
-        let sealed = codec::encode_value(&Marker::new(&meta));
-        let snap = self.snaps.lease()?;
-        // Leftovers at this zxid beyond the new count must not survive.
-        let stale: Vec<IVec> = snap
-            .chunk_keys(zxid)?
-            .into_iter()
-            .filter(|key| key.len() == 12 && u32::from_be_bytes([key[8], key[9], key[10], key[11]]) >= count)
-            .collect();
-        let mut chunk_batch = Batch::default();
-        for key in stale {
-            chunk_batch.remove(key);
-        }
-        for (i, chunk) in chunks.iter().enumerate() {
-            chunk_batch.insert(&chunk_key(zxid, chunk_index(i)), chunk.as_ref());
-        }
-        let mut index_batch = Batch::default();
-        index_batch.insert(&log_key(zxid), sealed.as_slice());
-        // Replacing a marked snapshot must be atomic: a half-replaced one
-        // would mix two states under one marker.
-        (&snap.chunks, &snap.index)
-            .transaction(|(chunks, index)| {
-                chunks.apply_batch(&chunk_batch)?;
-                index.apply_batch(&index_batch)?;
-                Ok(())
-            })
-            .map_err(tx_err("storing a snapshot"))?;
-        snap.flush("flushing a snapshot")?;
-        lock(&self.snaps.markers).insert(zxid, IVec::from(sealed));
+        let (meta, sealed) = self.snaps.write(zxid, &mut chunks.map(Ok), now_ms())?;
+        self.snaps.insert(zxid, sealed);
         Ok(meta)
     }
+}
+
+/// The marker of the complete snapshot in `dir`, as stored; empty (which no
+/// marker decodes from) when its database has none or refuses to open, so
+/// what reads the snapshot reports it as incomplete.
+fn read_marker(dir: &Path) -> Result<IVec, StorageError> {
+    let db = match open_db(dir) {
+        Ok(db) => db,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "a snapshot's database does not open");
+            return Ok(IVec::default());
+        }
+    };
+    let format = db.get(SNAPSHOT_FORMAT_KEY).map_err(io("open: reading a snapshot's format"))?;
+    match format {
+        Some(found) if found.as_ref() == SNAPSHOT_FORMAT => {}
+        Some(found) => {
+            return Err(StorageError::NotAStore {
+                path: dir.display().to_string(),
+                reason: format!(
+                    "snapshot format {:?}, this build reads {:?}",
+                    String::from_utf8_lossy(&found),
+                    String::from_utf8_lossy(SNAPSHOT_FORMAT)
+                ),
+            })
+        }
+        None => return Ok(IVec::default()),
+    }
+    Ok(db.get(MARKER_KEY).map_err(io("open: reading a snapshot's marker"))?.unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -615,44 +830,122 @@ mod tests {
         (0..n).map(|i| Bytes::from(vec![i as u8; 100])).collect()
     }
 
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     #[test]
-    fn the_snapshot_database_is_open_only_while_used() {
+    fn a_snapshots_database_is_open_only_while_used() {
         // sled keeps what it wrote in memory until closed: a member that
         // left it open held every snapshot it had saved.
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SledStorage::open(dir.path().join("store")).expect("open");
-        assert!(!store.snaps.is_open(), "open leaves it closed");
         store.save_snapshot(Zxid(5), &chunks(3)).expect("save");
         store.save_snapshot(Zxid(9), &chunks(3)).expect("save");
-        assert!(!store.snaps.is_open(), "a save closes it");
+        assert!(!store.snaps.is_open(Zxid(5)) && !store.snaps.is_open(Zxid(9)), "a save closes it");
         assert_eq!(store.snapshot_chunk(Zxid(5), 0).expect("read").as_deref(), Some(&[0u8; 100][..]));
-        assert!(store.snaps.is_open(), "a reader going chunk by chunk keeps it open");
+        assert!(store.snaps.is_open(Zxid(5)), "a reader going chunk by chunk keeps it open");
         {
-            let held = store.snaps.lease().expect("a second use");
+            let held = store.snaps.lease(Zxid(5)).expect("a second use");
             assert_eq!(store.snapshot_chunk(Zxid(5), 2).expect("read").as_deref(), Some(&[2u8; 100][..]));
-            assert!(store.snaps.is_open(), "not closed under another use");
-            assert_eq!(held.index.len(), 2);
+            assert!(store.snaps.is_open(Zxid(5)), "not closed under another use");
+            assert!(held.chunk(1).expect("read").is_some());
         }
-        assert!(!store.snaps.is_open(), "the last use closes it");
+        assert!(!store.snaps.is_open(Zxid(5)), "the last use closes it");
         assert_eq!(store.snapshot_chunk(Zxid(5), 7).expect("read"), None);
-        assert!(!store.snaps.is_open(), "reading past the end closes it");
+        assert!(!store.snaps.is_open(Zxid(5)), "reading past the end opens nothing");
         assert_eq!(store.purge(1).expect("purge").snapshots_removed, 1);
-        assert!(!store.snaps.is_open(), "a purge closes it");
         assert_eq!(store.snapshots().expect("list").iter().map(|s| s.zxid).collect::<Vec<_>>(), [Zxid(9)]);
-        assert!(!store.snaps.is_open(), "listing needs no database");
+        assert_eq!(names(&dir.path().join("store").join(SNAPSHOT_DIR)), [snapshot_dir_name(Zxid(9))]);
     }
 
     #[test]
-    fn the_snapshot_database_is_synced_whole_only_at_its_first_open() {
-        // The first open syncs the whole database (~2 000 blob files at
-        // 1 M znodes); a restart opens it twice, and each save once more.
+    fn a_purge_removes_the_snapshots_files_at_once_or_when_its_last_reader_ends() {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SledStorage::open(dir.path().join("store")).expect("open");
-        let first = Arc::clone(&store.snaps.lease().expect("a use").durable);
+        let snapshots = dir.path().join("store").join(SNAPSHOT_DIR);
+        for z in [3, 5, 7] {
+            store.save_snapshot(Zxid(z), &chunks(4)).expect("save");
+        }
+        // A follower's SNAP is half way through the oldest when a purge comes.
+        assert!(store.snapshot_chunk(Zxid(3), 0).expect("read").is_some());
+        assert_eq!(store.purge(1).expect("purge").snapshots_removed, 2);
+        assert_eq!(store.snapshots().expect("list").len(), 1, "both purged ones stop counting at once");
+        assert_eq!(names(&snapshots), [snapshot_dir_name(Zxid(3)), snapshot_dir_name(Zxid(7))]);
+        assert!(store.snapshot_chunk(Zxid(3), 1).expect("read on").is_some(), "its reader goes on");
+        assert!(store.snapshot_chunk(Zxid(3), 2).expect("read on").is_some());
+        assert!(store.snapshot_chunk(Zxid(3), 3).expect("the last chunk").is_some());
+        assert_eq!(names(&snapshots), [snapshot_dir_name(Zxid(7))], "gone when its last use ended");
+    }
+
+    #[test]
+    fn what_a_crash_left_of_a_write_or_a_removal_goes_at_open_and_a_complete_snapshot_stays() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("store");
+        let store = SledStorage::open(&path).expect("open");
         store.save_snapshot(Zxid(5), &chunks(3)).expect("save");
-        assert!(!store.snaps.is_open(), "closed between uses");
-        let later = Arc::clone(&store.snaps.lease().expect("another use").durable);
-        assert!(Arc::ptr_eq(&first, &later), "the durable half of the first open is reused");
+        store.save_snapshot(Zxid(8), &chunks(3)).expect("save");
+        drop(store);
+        let snapshots = path.join(SNAPSHOT_DIR);
+        // A write cut short before its rename, and a removal after its rename.
+        let partial = snapshots.join(format!("{}{NEW_SUFFIX}", snapshot_dir_name(Zxid(9))));
+        std::fs::create_dir(&partial).expect("mkdir");
+        std::fs::write(partial.join("db"), b"half").expect("write");
+        std::fs::rename(
+            snapshots.join(snapshot_dir_name(Zxid(5))),
+            snapshots.join(format!("{}{GONE_SUFFIX}", snapshot_dir_name(Zxid(5)))),
+        )
+        .expect("rename");
+        let store = SledStorage::open(&path).expect("reopen");
+        assert_eq!(store.snapshots().expect("list").iter().map(|s| s.zxid).collect::<Vec<_>>(), [Zxid(8)]);
+        assert_eq!(names(&snapshots), [snapshot_dir_name(Zxid(8))]);
+    }
+
+    #[test]
+    fn a_replacement_a_crash_cut_short_puts_the_old_snapshot_back_or_finishes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("store");
+        let store = SledStorage::open(&path).expect("open");
+        store.save_snapshot(Zxid(5), &chunks(3)).expect("save");
+        store.save_snapshot(Zxid(6), &chunks(2)).expect("save");
+        drop(store);
+        let snapshots = path.join(SNAPSHOT_DIR);
+        let name = |z: u64, suffix: &str| snapshots.join(format!("{}{suffix}", snapshot_dir_name(Zxid(z))));
+        // At 5: moved aside, its successor not yet renamed (a `.new` left).
+        std::fs::rename(name(5, ""), name(5, OLD_SUFFIX)).expect("rename");
+        std::fs::create_dir(name(5, NEW_SUFFIX)).expect("a cut-short write");
+        // At 6: the successor took the name, the old one not yet removed.
+        std::fs::create_dir(name(6, OLD_SUFFIX)).expect("the replaced one");
+        let store = SledStorage::open(&path).expect("reopen");
+        let metas = store.snapshots().expect("list");
+        assert_eq!(metas.iter().map(|m| (m.zxid, m.chunks)).collect::<Vec<_>>(), [(Zxid(5), 3), (Zxid(6), 2)]);
+        assert_eq!(names(&snapshots), [snapshot_dir_name(Zxid(5)), snapshot_dir_name(Zxid(6))]);
+        assert_eq!(store.snapshot_chunk(Zxid(5), 2).expect("read").as_deref(), Some(&[2u8; 100][..]));
+    }
+
+    #[test]
+    fn each_chunk_is_written_once_in_a_tree_of_its_own() {
+        // In one tree, sled rewrote whole leaves of chunks as new blobs; a
+        // chunk alone in its tree is one blob file of its own size.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SledStorage::open(dir.path().join("store")).expect("open");
+        let big: Vec<Bytes> = (0..6u8).map(|i| Bytes::from(vec![i; 1 << 20])).collect();
+        store.save_snapshot(Zxid(4), &big).expect("save");
+        let blobs = dir.path().join("store").join(SNAPSHOT_DIR).join(snapshot_dir_name(Zxid(4))).join("blobs");
+        let sizes: Vec<u64> = std::fs::read_dir(&blobs)
+            .expect("blob files")
+            .map(|e| e.expect("entry").metadata().expect("size").len())
+            .collect();
+        assert_eq!(sizes.len(), 6, "one blob file per chunk: {sizes:?}");
+        assert!(sizes.iter().all(|s| (1 << 20..(1 << 20) + 64).contains(s)), "each holds one chunk: {sizes:?}");
+        for i in 0..6u8 {
+            assert_eq!(store.snapshot_chunk(Zxid(4), u32::from(i)).expect("read"), Some(Bytes::from(vec![i; 1 << 20])));
+        }
     }
 
     #[derive(Serialize)]
@@ -670,5 +963,18 @@ mod tests {
         let read = Marker::decode(Zxid(9), &codec::encode_value(&Marker::new(&meta))).expect("new format");
         assert_eq!((read.chunks, read.bytes, read.nodes, read.created_ms), (3, 700, 42, 1_700_000_000_000));
         assert!(Marker::decode(Zxid(9), b"garbage").is_err());
+        assert!(Marker::decode(Zxid(9), b"").is_err(), "a missing marker reads as a damaged one");
+    }
+
+    #[test]
+    fn names_in_the_snapshot_directory_are_told_apart() {
+        assert_eq!(classify("000000010000002a"), Entry::Done(Zxid(0x1_0000_002a)));
+        assert_eq!(classify("000000010000002a.new"), Entry::New);
+        assert_eq!(classify("000000010000002a.gone"), Entry::Gone);
+        assert_eq!(classify("000000010000002a.old"), Entry::Old(Zxid(0x1_0000_002a)));
+        assert_eq!(classify("snap.00000000000001F0"), Entry::OneDatabase);
+        assert_eq!(classify("conf"), Entry::OneDatabase);
+        assert_eq!(classify("notes.txt"), Entry::Foreign);
+        assert_eq!(classify("10000002a"), Entry::Foreign);
     }
 }

@@ -1,0 +1,131 @@
+//! The store's disk stays bounded by what it holds: a long history of
+//! writes, snapshots and purges, as a member lives it, must not leave
+//! files behind (format 3 kept every purged snapshot's blob files).
+
+use super::*;
+use crate::acl::Acl;
+use crate::data::Data;
+use crate::ids::SessionId;
+use crate::storage::Storage;
+use crate::tree::{snapshot, DataTree};
+use crate::txn::{Txn, TxnBody};
+
+/// Bytes of every file under `dir` (a file or directory removed while it
+/// is counted, as a purge on another thread removes them, counts nothing).
+fn disk_bytes(dir: &Path) -> u64 {
+    let Ok(listing) = std::fs::read_dir(dir) else { return 0 };
+    listing
+        .filter_map(Result::ok)
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => disk_bytes(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// What the store holds: the log's stored runs and the retained snapshots.
+fn live_bytes(store: &SledStorage) -> u64 {
+    let log: u64 = store.log.iter().values().map(|v| v.expect("a run").len() as u64).sum();
+    let snapshots: u64 = store.snapshots().expect("list").iter().map(|s| s.bytes).sum();
+    log + snapshots
+}
+
+/// A member's history: `rounds` rounds of `per_round` writes to a tree of
+/// `keys` nodes (overwrites, with every seventh key deleted and created
+/// again, and every 400th write a value of 300 KiB, which sled stores as a
+/// blob), each round ended by a snapshot written on another thread while
+/// the next writes go on, then a purge that keeps three. Returns the
+/// directory's size and what the store held, after each round from the
+/// fourth on.
+fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big: usize) -> Vec<(u64, u64)> {
+    let store = SledStorage::open(path).expect("open");
+    let mut tree = DataTree::new();
+    let session = SessionId(1);
+    let mut counter = 0u32;
+    let next_txn = |tree: &DataTree, i: u32| -> Txn {
+        let key = i % keys;
+        let path = format!("/k{key:05}");
+        let size = if i % 400 == 399 { big } else { 1 << 10 };
+        let data = Data::from(Bytes::from(vec![(i % 251) as u8; size]));
+        let exists = tree.get_acl(&path).is_ok();
+        let body = match (exists, key.is_multiple_of(7) && i.is_multiple_of(2)) {
+            (true, true) => TxnBody::Delete { path },
+            (true, false) => TxnBody::SetData { path, data, version: 0 },
+            (false, _) => {
+                TxnBody::Create { path, data, acl: Acl::open_unsafe(), ephemeral_owner: 0, parent_cversion: i as i32 }
+            }
+        };
+        Txn { session, cxid: i as i32, time_ms: 0, body }
+    };
+    let mut sizes = Vec::new();
+    let mut writer: Option<std::thread::JoinHandle<()>> = None;
+    for round in 0..rounds {
+        for batch in 0..per_round / 50 {
+            let mut entries = Vec::with_capacity(50);
+            for _ in 0..50 {
+                counter += 1;
+                let zxid = Zxid::new(1, counter);
+                let txn = next_txn(&tree, counter);
+                tree.apply(zxid, &txn);
+                entries.push(Entry { zxid, txn: Arc::new(txn) });
+            }
+            store.apply(&[StorageOp::Append(entries)]).expect("append");
+            store.flush().expect("flush");
+            if batch == 2 {
+                // The last round's snapshot has been written beside these appends.
+                if let Some(done) = writer.take() {
+                    done.join().expect("the snapshot writer");
+                }
+            }
+        }
+        let state = tree.state().clone();
+        let zxid = Zxid::new(1, counter);
+        let background = store.clone();
+        writer = Some(std::thread::spawn(move || {
+            let mut chunks = snapshot::Chunks::new(&state, SNAPSHOT_CHUNK_BYTES);
+            background.save_snapshot_from(zxid, &mut chunks).expect("save a snapshot");
+            background.purge(3).expect("purge");
+        }));
+        if round >= 3 {
+            let (disk, live) = (disk_bytes(path), live_bytes(&store));
+            sizes.push((disk, live));
+        }
+    }
+    if let Some(done) = writer.take() {
+        done.join().expect("the snapshot writer");
+    }
+    sizes
+}
+
+/// Checks `sizes` (the directory's size and what it held, round by round)
+/// for a bound: never over `ratio` times what it held plus `floor` bytes
+/// (sled's log database keeps a few segments however little it holds, and
+/// reuses freed segments rather than shrink its file), and no growth: the
+/// last third's largest size within a quarter of the middle third's.
+fn assert_bounded(sizes: &[(u64, u64)], ratio: u64, floor: u64) {
+    for (round, (disk, live)) in sizes.iter().enumerate() {
+        assert!(*disk <= ratio * live + floor, "round {}: {disk} bytes on disk for {live} held", round + 3);
+    }
+    let third = sizes.len() / 3;
+    let most = |part: &[(u64, u64)]| part.iter().map(|(disk, _)| *disk).max().unwrap_or(0);
+    let (middle, last) = (most(&sizes[third..2 * third]), most(&sizes[2 * third..]));
+    assert!(last * 4 <= middle * 5, "the directory still grows: {middle} bytes, then {last}");
+}
+
+#[test]
+fn a_long_history_of_overwrites_snapshots_and_purges_keeps_the_disk_bounded() {
+    // Format 3 grew here without end: every purged snapshot's blob files
+    // stayed in the snapshot database, and the log's leaf pages of 50 KiB
+    // runs leaked a blob file every ~1 000 writes.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sizes = live_a_long_history(&dir.path().join("store"), 60, 1500, 400, 1 << 10);
+    assert_bounded(&sizes, 4, 16 << 20);
+}
+
+#[test]
+fn large_values_that_sled_stores_as_blobs_leave_no_files_behind() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sizes = live_a_long_history(&dir.path().join("store"), 60, 1500, 400, 300 << 10);
+    assert_bounded(&sizes, 4, 16 << 20);
+}
