@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak
+.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak soak-disk
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -172,6 +172,14 @@ bench-vs-zookeeper:
 bench-ceiling:
 	$(CARGO) build --release --example memory_server --example zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/examples/memory_server --load $(TARGET_DIR)/release/examples/zk_load --znodes 0
+
+## A member's disk over a long life: SOAK_WRITES (1.2 M) overwrites of 1 KiB
+## values on 1 000 nodes, printing the data directory's size (log database,
+## snapshots) beside what it holds as it goes; fails if it is not bounded.
+SOAK_WRITES ?= 1200000
+soak-disk:
+	$(CARGO) build --release --bin zabkeeper --example zk_load
+	SOAK_WRITES=$(SOAK_WRITES) python3 integration-tests/soak_disk.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/examples/zk_load
 
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.
