@@ -7,11 +7,11 @@
 use crate::config::ServerConfig;
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
+use crate::stats::ServerStats;
 use crate::storage::Storage;
 use crate::zab::{FollowerProgress, Status};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// What the owner task hears.
@@ -106,83 +106,6 @@ pub struct Details {
     pub ephemerals: Vec<(crate::ids::SessionId, Vec<String>)>,
 }
 
-/// Request counters and latencies the front ends keep (for `srvr`, `mntr`).
-#[derive(Debug)]
-pub struct ServerStats {
-    received: AtomicU64,
-    sent: AtomicU64,
-    latency_count: AtomicU64,
-    latency_sum_us: AtomicU64,
-    latency_min_us: AtomicU64,
-    latency_max_us: AtomicU64,
-}
-
-/// A copy of [`ServerStats`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StatsSnapshot {
-    /// Requests received.
-    pub received: u64,
-    /// Replies and events sent.
-    pub sent: u64,
-    /// Fastest reply, ms.
-    pub min_ms: f64,
-    /// Mean reply time, ms.
-    pub avg_ms: f64,
-    /// Slowest reply, ms.
-    pub max_ms: f64,
-}
-
-impl Default for ServerStats {
-    fn default() -> ServerStats {
-        ServerStats {
-            received: AtomicU64::new(0),
-            sent: AtomicU64::new(0),
-            latency_count: AtomicU64::new(0),
-            latency_sum_us: AtomicU64::new(0),
-            latency_min_us: AtomicU64::new(u64::MAX),
-            latency_max_us: AtomicU64::new(0),
-        }
-    }
-}
-
-impl ServerStats {
-    /// Counts a request in.
-    pub fn received(&self) {
-        self.received.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a message out.
-    pub fn sent(&self) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Records the time from a request's arrival to its reply.
-    pub fn latency(&self, elapsed: Duration) {
-        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
-        self.latency_count.fetch_add(1, Ordering::Relaxed);
-        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
-        self.latency_min_us.fetch_min(us, Ordering::Relaxed);
-        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
-    }
-
-    /// The counters now.
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let count = self.latency_count.load(Ordering::Relaxed);
-        let min = self.latency_min_us.load(Ordering::Relaxed);
-        StatsSnapshot {
-            received: self.received.load(Ordering::Relaxed),
-            sent: self.sent.load(Ordering::Relaxed),
-            min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
-            avg_ms: if count == 0 {
-                0.0
-            } else {
-                self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
-            },
-            max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
-        }
-    }
-}
-
 /// What front ends and the transport hold to reach the owner task.
 #[derive(Clone)]
 pub struct Handle {
@@ -204,7 +127,7 @@ pub struct Handle {
     /// Prometheus metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Every client connection's counters (`cons`, `stat`).
-    pub conns: Arc<crate::frontend::conn_stats::ConnRegistry>,
+    pub conns: Arc<crate::stats::ConnRegistry>,
 }
 
 impl Handle {

@@ -49,6 +49,7 @@
 pub mod acl;
 pub mod admin;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod data;
 pub mod error;
@@ -64,9 +65,11 @@ pub mod server;
 pub mod session;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+pub mod stats;
 pub mod storage;
 #[doc(hidden)]
 pub mod testing;
+pub mod tls;
 pub mod tree;
 pub mod txn;
 pub mod wire;

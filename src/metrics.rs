@@ -6,7 +6,6 @@
 //! replica when scraped, so they are never stale. Names follow Prometheus
 //! conventions: the unit in the name, `_total` on counters.
 
-use crate::handle::Handle;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,6 +15,39 @@ use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+/// The levels a scrape reads from the replica (see [`Metrics::render`]).
+#[derive(Clone, Debug, Default)]
+pub struct Levels {
+    /// Client connections to this member.
+    pub connections: u64,
+    /// Live sessions in the ensemble.
+    pub sessions: u64,
+    /// Nodes in the tree.
+    pub znodes: u64,
+    /// Bytes of node data in the tree.
+    pub data_bytes: u64,
+    /// Watches this member's clients hold.
+    pub watches: u64,
+    /// Ephemeral nodes.
+    pub ephemerals: u64,
+    /// Whether this member leads.
+    pub leader: bool,
+    /// Whether it serves clients.
+    pub serving: bool,
+    /// The highest committed zxid it knows.
+    pub last_committed_zxid: u64,
+    /// Free bytes on the data directory's filesystem, when known.
+    pub disk_free_bytes: Option<u64>,
+    /// Whether that is below the reserve.
+    pub disk_low: bool,
+    /// On the leader: each follower and the transactions it has not acknowledged.
+    pub follower_lag: Vec<(u64, u64)>,
+    /// Client requests queued, not yet answered (when the replica said).
+    pub outstanding: Option<u64>,
+    /// Bytes on disk in the data directory.
+    pub data_dir_bytes: u64,
+}
 
 /// A request's operation and outcome.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -281,42 +313,32 @@ impl Metrics {
         self.snapshot_failures.inc();
     }
 
-    /// The text exposition, with the levels read from the replica now.
-    pub async fn render(&self, handle: &Handle) -> String {
-        let report = handle.status_report().await;
-        let details = handle.details().await;
-        let dir_bytes = match handle.config.members.iter().find(|m| m.id == handle.config.id) {
-            Some(me) => {
-                let dir = me.data_dir.clone();
-                tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0)
-            }
-            None => 0,
-        };
+    /// The text exposition, with `levels` (read from the replica now, when
+    /// it answered) set first.
+    pub fn render(&self, levels: Option<&Levels>) -> String {
         let _one_scrape = self.scrape.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let level = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        if let Some(r) = &report {
-            self.connections.set(level(r.connections));
-            self.sessions.set(level(r.sessions));
-            self.znodes.set(level(r.nodes));
-            self.data_bytes.set(i64::try_from(r.data_bytes).unwrap_or(i64::MAX));
-            self.watches.set(level(r.watches));
-            self.ephemerals.set(level(r.ephemerals));
-            self.leader.set(i64::from(r.status.role == crate::zab::Role::Leading));
-            self.serving.set(i64::from(r.status.serving));
-            self.last_committed_zxid.set(r.last_committed.0);
-            self.disk_free_bytes.set(r.disk_free_bytes.map_or(0, |b| i64::try_from(b).unwrap_or(i64::MAX)));
-            self.disk_low.set(i64::from(r.disk_low));
+        let level = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        if let Some(l) = levels {
+            self.connections.set(level(l.connections));
+            self.sessions.set(level(l.sessions));
+            self.znodes.set(level(l.znodes));
+            self.data_bytes.set(level(l.data_bytes));
+            self.watches.set(level(l.watches));
+            self.ephemerals.set(level(l.ephemerals));
+            self.leader.set(i64::from(l.leader));
+            self.serving.set(i64::from(l.serving));
+            self.last_committed_zxid.set(l.last_committed_zxid);
+            self.disk_free_bytes.set(l.disk_free_bytes.map_or(0, level));
+            self.disk_low.set(i64::from(l.disk_low));
             self.follower_lag.clear();
-            for f in &r.followers {
-                self.follower_lag
-                    .get_or_create(&FollowerLabels { follower: f.id })
-                    .set(i64::try_from(f.lag).unwrap_or(i64::MAX));
+            for (follower, lag) in &l.follower_lag {
+                self.follower_lag.get_or_create(&FollowerLabels { follower: *follower }).set(level(*lag));
             }
+            if let Some(outstanding) = l.outstanding {
+                self.outstanding.set(level(outstanding));
+            }
+            self.data_dir_bytes.set(level(l.data_dir_bytes));
         }
-        if let Some(d) = &details {
-            self.outstanding.set(level(d.connections.iter().map(|c| c.queued).sum()));
-        }
-        self.data_dir_bytes.set(i64::try_from(dir_bytes).unwrap_or(i64::MAX));
         self.read_heap();
         let mut out = String::new();
         // Writing into a String cannot fail.
@@ -331,41 +353,6 @@ impl Metrics {
             self.heap_resident_bytes.set(heap.resident);
         }
     }
-}
-
-/// Bytes of every file under `dir`.
-fn dir_size(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_size(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-/// Serves `/metrics` on `listener` until `stop`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    handle: Handle,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) -> Result<(), String> {
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let handle = handle.clone();
-            async move {
-                let body = handle.metrics.render(&handle).await;
-                ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
-            }
-        }),
-    );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { crate::handle::stopped(&mut stop).await })
-        .await
-        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

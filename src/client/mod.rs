@@ -32,17 +32,14 @@
 pub mod acl_spec;
 pub mod connect_string;
 mod connection;
+mod convert;
 mod dial;
-#[cfg(test)]
-mod end_to_end;
 pub mod error;
 mod fifo;
 pub mod multi;
 mod reconnect;
 mod response;
 pub mod state;
-#[cfg(test)]
-pub(crate) mod test_server;
 pub mod tls;
 mod watch_pb;
 pub mod watcher;
@@ -472,7 +469,7 @@ impl Client {
 
     /// Replaces a node's ACL if its ACL version matches (`ANY_VERSION` for any) and returns the new Stat.
     pub async fn set_acl(&self, path: &str, acl: &[Acl], version: i32) -> Result<Stat, ClientError> {
-        let acl = crate::rpc::client_convert::acl_to_pb(acl);
+        let acl = convert::acl_to_pb(acl);
         let op = pb::request::Op::SetAcl(pb::SetAclRequest { path: path.into(), acl, version });
         response::stat(self.simple(op, path).await?)
     }

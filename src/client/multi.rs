@@ -1,11 +1,11 @@
 //! `multi` (atomic writes) and `multi_read` (independent reads): the op
 //! builders, their results, and their protobuf forms.
 
+use super::convert::{acl_to_pb, stat_from_pb};
 use super::error::ClientError;
 use crate::acl::Acl;
 use crate::error::{ErrorCode, ZkError};
 use crate::proto::client as pb;
-use crate::rpc::client_convert::{acl_to_pb, stat_from_pb};
 use crate::tree::stat::{CreateMode, Stat};
 use std::time::Duration;
 

@@ -2,11 +2,11 @@
 //! [`ClientError::Server`], and a result of an unexpected shape a protocol
 //! error (server input never panics the client).
 
+use super::convert::{acl_from_pb, stat_from_pb};
 use super::error::ClientError;
 use crate::acl::{Acl, Id};
 use crate::error::{ErrorCode, ZkError};
 use crate::proto::client as pb;
-use crate::rpc::client_convert::{acl_from_pb, stat_from_pb};
 use crate::tree::stat::Stat;
 use pb::response::Result as R;
 

@@ -6,19 +6,18 @@
 //! it (the connection's outbox registered, then the connect), the limit on
 //! requests in flight, reply accounting, and closing it.
 
-pub mod conn_stats;
 pub mod four_letter;
 pub mod limits;
 pub mod zookeeper;
 
 use crate::acl::Id;
 use crate::error::ZkError;
-use crate::handle::{Event, Handle, ServerStats};
+use crate::handle::{Event, Handle};
 use crate::metrics::Metrics;
 use crate::op::Op;
 use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
+use crate::stats::{ConnStats, ServerStats};
 use bytes::Bytes;
-use conn_stats::ConnStats;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, ZkError};
 use crate::handle::{stopped, Handle};
 use crate::op::OpLabel;
 use crate::replica::{ClientMessage, ConnectRequest, Echo};
-use crate::server::tls::ServerTls;
+use crate::tls::ServerTls;
 use crate::wire::codec::{self, Decoded};
 use crate::wire::four_letter::four_letter_word;
 use crate::wire::four_letter::FourLetterWord;

@@ -35,7 +35,8 @@ mod counter;
 mod election;
 mod lock;
 mod queue;
-mod ticket;
+#[doc(hidden)]
+pub mod ticket;
 
 pub use barrier::{Barrier, DoubleBarrier, DoubleBarrierMember};
 pub use counter::Counter;
@@ -119,4 +120,18 @@ fn child_path(dir: &str, name: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contenders_sort_by_sequence_not_by_name() {
+        let names =
+            ["_c_ff-lock-0000000003", "_c_00-lock-0000000010", "other", "_c_aa-n_0000000001", "_c_11-lock-0000000001"];
+        let queue = ticket::contenders(names.iter().map(|s| s.to_string()).collect(), "lock-");
+        assert_eq!(queue, ["_c_11-lock-0000000001", "_c_ff-lock-0000000003", "_c_00-lock-0000000010"]);
+        assert_eq!(sequence_of("x-0000000042"), Some(42));
+        assert_eq!(sequence_of("short"), None);
+        assert_eq!(child_path("/", "a"), "/a");
+        assert_eq!(child_path("/d", "a"), "/d/a");
+    }
+}

@@ -18,21 +18,21 @@ pub(super) fn in_doubt(e: &ClientError) -> bool {
 /// Our node in `dir`. Dropped without [`Ticket::leave`], it deletes its node
 /// in the background (when a tokio runtime is at hand), so a cancelled wait
 /// does not block the contenders behind it until the session ends.
-pub(super) struct Ticket {
+pub struct Ticket {
     pub(super) client: Client,
     pub(super) dir: String,
     prefix: String,
     /// The random part of the name that lets us recognise our own node.
     token: String,
     /// Our node's name (last component).
-    pub(super) name: String,
+    pub name: String,
     /// Our node's full path.
     pub(super) path: String,
     left: bool,
 }
 
 /// The contenders of `prefix` in `children`, lowest sequence number first.
-pub(super) fn contenders(children: Vec<String>, prefix: &str) -> Vec<String> {
+pub fn contenders(children: Vec<String>, prefix: &str) -> Vec<String> {
     let mut queue: Vec<(i64, String)> = children
         .into_iter()
         .filter_map(|name| {
@@ -50,7 +50,7 @@ pub(super) fn contenders(children: Vec<String>, prefix: &str) -> Vec<String> {
 impl Ticket {
     /// Joins the queue in `dir` (created if missing) with a protected
     /// ephemeral sequential node `_c_<token>-<prefix>NNNNNNNNNN` holding `data`.
-    pub(super) async fn take(
+    pub async fn take(
         client: &Client,
         dir: &str,
         prefix: &str,
@@ -115,7 +115,7 @@ impl Ticket {
 
     /// Waits until we are first in the queue, watching only our predecessor
     /// (no herd effect). Returns false if `deadline` passes first.
-    pub(super) async fn wait_first(&self, deadline: Option<Instant>) -> Result<bool, RecipeError> {
+    pub async fn wait_first(&self, deadline: Option<Instant>) -> Result<bool, RecipeError> {
         loop {
             let queue = self.queue().await?;
             let position = queue.iter().position(|n| *n == self.name).ok_or_else(|| self.lost())?;

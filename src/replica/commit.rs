@@ -41,8 +41,9 @@ impl Replica {
             self.zab.last_committed()
         );
         let applied = self.tree.apply(zxid, txn);
-        #[cfg(any(test, feature = "sim"))]
-        self.applied_log.push(super::AppliedRecord::Entry(zxid, entry.txn.clone()));
+        if self.config.record_applied {
+            self.applied_log.push(super::AppliedRecord::Entry(zxid, entry.txn.clone()));
+        }
         self.counters.applied += 1;
         self.snapshots.applied(zxid);
         let (leading, serving) = (self.status.role == Role::Leading, self.status.serving);
@@ -73,8 +74,9 @@ impl Replica {
                 tracing::info!(id = self.me(), zxid = %zxid, nodes = state.node_count(), "installed leader snapshot");
                 self.tree.replace_state(state);
                 self.snapshots.installed(zxid);
-                #[cfg(any(test, feature = "sim"))]
-                self.applied_log.push(super::AppliedRecord::Snapshot(zxid));
+                if self.config.record_applied {
+                    self.applied_log.push(super::AppliedRecord::Snapshot(zxid));
+                }
             }
             Ok(state) => {
                 let reason = format!("snapshot claims {zxid:?} but holds {:?}", state.last_zxid());

@@ -76,6 +76,10 @@ pub struct Config {
     pub snapshot_chunk_bytes: usize,
     /// The digest id (`user:base64 sha1`) whose holder is the superuser.
     pub super_digest: Option<String>,
+    /// Record every change applied to the tree for [`Replica::drain_applied`]
+    /// (the simulation's oracle checks them); off in a server, where nothing
+    /// would drain them.
+    pub record_applied: bool,
 }
 
 impl Config {
@@ -94,6 +98,7 @@ impl Config {
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
             super_digest: None,
+            record_applied: false,
         }
     }
 }
@@ -190,13 +195,12 @@ pub struct Replica {
     serving_lost_at: u64,
     counters: Counters,
     outputs: Vec<Output>,
-    /// What was applied since the simulation last asked (checked against its oracle).
-    #[cfg(any(test, feature = "sim"))]
+    /// What was applied since the simulation last asked (checked against
+    /// its oracle), when `config.record_applied`.
     applied_log: Vec<AppliedRecord>,
 }
 
 /// A change to the tree, as the simulation's oracle sees it.
-#[cfg(any(test, feature = "sim"))]
 #[derive(Clone, Debug)]
 pub enum AppliedRecord {
     /// A committed transaction was applied.
@@ -247,7 +251,6 @@ impl Replica {
             serving_lost_at: 0,
             counters: Counters::default(),
             outputs: Vec::new(),
-            #[cfg(any(test, feature = "sim"))]
             applied_log: Vec::new(),
         };
         replica.drain_zab();
@@ -334,8 +337,8 @@ impl Replica {
             .collect()
     }
 
-    /// What was applied since the last call (simulation oracle).
-    #[cfg(any(test, feature = "sim"))]
+    /// What was applied since the last call (the simulation's oracle; empty
+    /// unless `config.record_applied`).
     pub fn drain_applied(&mut self) -> Vec<AppliedRecord> {
         std::mem::take(&mut self.applied_log)
     }

@@ -367,7 +367,7 @@ impl pb::admin_server::Admin for AdminService {
         _: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsReply>, Status> {
         let details = self.handle.details().await.ok_or_else(unavailable)?;
-        let now_ms = crate::server::clock::now_ms();
+        let now_ms = crate::clock::now_ms();
         let sessions = details
             .sessions
             .iter()

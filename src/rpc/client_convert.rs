@@ -32,23 +32,6 @@ pub fn stat_to_pb(s: &Stat) -> pb::Stat {
     }
 }
 
-/// Stat from protobuf.
-pub fn stat_from_pb(s: &pb::Stat) -> Stat {
-    Stat {
-        czxid: s.czxid,
-        mzxid: s.mzxid,
-        ctime: s.ctime,
-        mtime: s.mtime,
-        version: s.version,
-        cversion: s.cversion,
-        aversion: s.aversion,
-        ephemeral_owner: s.ephemeral_owner,
-        data_length: s.data_length,
-        num_children: s.num_children,
-        pzxid: s.pzxid,
-    }
-}
-
 /// ACL to protobuf.
 pub fn acl_to_pb(acl: &[Acl]) -> Vec<pb::Acl> {
     acl.iter().map(|a| pb::Acl { perms: a.perms, scheme: a.id.scheme.clone(), id: a.id.id.clone() }).collect()

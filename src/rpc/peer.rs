@@ -25,7 +25,7 @@ use crate::handle::Handle;
 use crate::ids::ServerId;
 use crate::proto::peer as pb;
 use crate::replica::Input;
-use crate::server::tls::PeerTls;
+use crate::tls::PeerTls;
 use crate::zab::{Message, Role, Status};
 use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, HashSet};

@@ -9,15 +9,15 @@
 //! takes every event already waiting, then carries out the replica's outputs
 //! in order: one storage batch per turn, one flush for many transactions.
 
-pub mod clock;
 pub mod disk;
+pub mod metrics_http;
 pub mod serve;
 pub mod storage_worker;
-pub mod tls;
 
 #[cfg(test)]
 mod tests;
 
+use crate::clock;
 use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
@@ -25,6 +25,7 @@ use crate::ids::{Epoch, ServerId, Zxid};
 use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
+use crate::tls;
 use crate::tree::snapshot;
 use crate::zab::message::EpochRange;
 use crate::zab::{self as zab, Io, Role, Status};

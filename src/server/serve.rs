@@ -1,7 +1,6 @@
 //! Starting a whole replica: storage, the owner task, and every listener,
 //! until a shutdown signal; then a clean stop (clients told, log flushed).
 
-use super::tls::{tls_incoming, PeerTls, ServerTls};
 use super::{start, ServerError};
 use crate::config::{HostPort, LogFormat, ServerConfig};
 use crate::frontend::limits::{limited_incoming, ConnectionLimits};
@@ -12,6 +11,7 @@ use crate::rpc::admin::{authenticate, AdminService};
 use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::rpc::peer::MAX_PEER_MESSAGE;
 use crate::storage::Storage;
+use crate::tls::{tls_incoming, PeerTls, ServerTls};
 use futures::{Stream, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -153,7 +153,7 @@ pub async fn serve(
         tasks.push(spawn_grpc(admin_router, incoming(listener), admin_tls.clone(), handshake_deadline, stop()));
     }
     if let Some(listener) = metrics_listener {
-        tasks.push(tokio::spawn(crate::metrics::serve(listener, handle.clone(), stop_rx.clone())));
+        tasks.push(tokio::spawn(super::metrics_http::serve(listener, handle.clone(), stop_rx.clone())));
     }
     if let Some(listener) = client_listener {
         tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), None)));

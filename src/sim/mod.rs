@@ -305,6 +305,7 @@ impl Simulation {
         c.min_session_timeout_ms = 1000;
         c.max_session_timeout_ms = 4000;
         c.snapshot_chunk_bytes = 512;
+        c.record_applied = true;
         c
     }
 

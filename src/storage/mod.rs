@@ -10,7 +10,7 @@
 //! everything not flushed (used by the simulation).
 
 pub mod mem_store;
-mod recovery;
+pub mod recovery;
 pub mod sled_store;
 
 #[cfg(test)]
@@ -92,6 +92,9 @@ pub struct PurgeReport {
     pub entries_removed: usize,
 }
 
+/// The error a store's engine or filesystem reported, as it reported it.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A storage failure. Any of these on the write path is fatal for the replica:
 /// it stops and a supervisor restarts it from disk.
 #[derive(Debug, thiserror::Error)]
@@ -101,8 +104,8 @@ pub enum StorageError {
     Io {
         /// What was being done.
         during: &'static str,
-        /// The database's error.
-        source: sled::Error,
+        /// The database's or the filesystem's error.
+        source: BoxError,
     },
     /// A log entry failed its checks.
     #[error("log entry at key {key} is corrupt: {source}")]

@@ -15,7 +15,7 @@ use crate::txn::Entry;
 
 /// Whether `next` may directly follow `prev` (the previous entry, or the
 /// snapshot's zxid — zero when there is none — for the first entry).
-pub(crate) fn follows(prev: Zxid, next: Zxid) -> bool {
+pub fn follows(prev: Zxid, next: Zxid) -> bool {
     if next <= prev || next.counter() == 0 {
         return false;
     }
@@ -27,7 +27,7 @@ pub(crate) fn follows(prev: Zxid, next: Zxid) -> bool {
 
 /// Checks a batch about to be appended after `last` (the last log entry, or
 /// the newest snapshot's zxid when that is higher).
-pub(crate) fn check_append<'a>(last: Zxid, entries: impl IntoIterator<Item = &'a Entry>) -> Result<(), StorageError> {
+pub fn check_append<'a>(last: Zxid, entries: impl IntoIterator<Item = &'a Entry>) -> Result<(), StorageError> {
     let mut prev = last;
     for entry in entries {
         if !follows(prev, entry.zxid) {
@@ -48,7 +48,7 @@ pub(crate) fn check_append<'a>(last: Zxid, entries: impl IntoIterator<Item = &'a
 }
 
 /// Checks that `log` continues from `base` (the snapshot's zxid, zero when none).
-pub(crate) fn check_chain(base: Zxid, log: &[Entry]) -> Result<(), StorageError> {
+pub fn check_chain(base: Zxid, log: &[Entry]) -> Result<(), StorageError> {
     let mut prev = base;
     for (i, entry) in log.iter().enumerate() {
         if !follows(prev, entry.zxid) {
@@ -64,7 +64,7 @@ pub(crate) fn check_chain(base: Zxid, log: &[Entry]) -> Result<(), StorageError>
 }
 
 /// What recovery needs to read from a store.
-pub(crate) trait Source {
+pub trait Source {
     /// (acceptedEpoch, currentEpoch), zero when never set.
     fn epochs(&self) -> Result<(Epoch, Epoch), StorageError>;
     /// The zxids of snapshots whose write completed, oldest first.
@@ -98,7 +98,7 @@ fn load_checked(source: &impl Source, zxid: Zxid) -> Result<TreeState, StorageEr
 /// snapshot's own zxid: then replay reaches at least the state that snapshot
 /// held. Otherwise the newest snapshot's fault is returned, because loading
 /// less would silently forget committed transactions.
-pub(crate) fn recover(source: &impl Source) -> Result<Recovered, StorageError> {
+pub fn recover(source: &impl Source) -> Result<Recovered, StorageError> {
     let (accepted_epoch, current_epoch) = source.epochs()?;
     let zxids = source.snapshot_zxids()?;
     let build =

@@ -130,7 +130,7 @@ impl std::fmt::Debug for SledStorage {
 }
 
 fn io(during: &'static str) -> impl FnOnce(sled::Error) -> StorageError {
-    move |source| StorageError::Io { during, source }
+    move |source| StorageError::Io { during, source: source.into() }
 }
 
 /// A filesystem error (outside sled) during `during`.
@@ -141,7 +141,7 @@ fn fs_io(during: &'static str) -> impl FnOnce(std::io::Error) -> StorageError {
 fn tx_err(during: &'static str) -> impl FnOnce(TransactionError<std::convert::Infallible>) -> StorageError {
     move |e| match e {
         TransactionError::Abort(never) => match never {},
-        TransactionError::Storage(source) => StorageError::Io { during, source },
+        TransactionError::Storage(source) => StorageError::Io { during, source: source.into() },
     }
 }
 
@@ -605,7 +605,7 @@ pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageEr
             Ok(db) => return Ok(db),
             Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
                 if std::time::Instant::now() >= deadline {
-                    return Err(StorageError::Io { during: "open", source: sled::Error::Io(e) });
+                    return Err(StorageError::Io { during: "open", source: e.into() });
                 }
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -617,7 +617,7 @@ pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageEr
                         .map_err(fs_io("open: removing a torn checkpoint of sled's page table"))?
                 };
                 if removed == 0 {
-                    return Err(StorageError::Io { during: "open", source });
+                    return Err(StorageError::Io { during: "open", source: source.into() });
                 }
                 cleaned = true;
             }
@@ -712,7 +712,7 @@ impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Iterator for Ordered<I> {
             Ok(item) => item,
             Err(source) => {
                 self.failed = true;
-                return Some(Err(StorageError::Io { during: self.during, source }));
+                return Some(Err(StorageError::Io { during: self.during, source: source.into() }));
             }
         };
         if self.prev.as_ref().is_some_and(|prev| *prev >= item.0) {

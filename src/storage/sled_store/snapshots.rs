@@ -40,7 +40,7 @@
 //! finished or undone at the next open.
 
 use super::*;
-use crate::server::clock::now_ms;
+use crate::clock::now_ms;
 use crate::tree::snapshot;
 use std::collections::BTreeMap;
 
@@ -587,7 +587,7 @@ impl SledStorage {
                     zxid,
                     reason: format!("chunk {i} of {} is missing", marker.chunks),
                 }),
-                Err(source) => Err(StorageError::Io { during: "moving snapshots out", source }),
+                Err(source) => Err(StorageError::Io { during: "moving snapshots out", source: source.into() }),
             });
             self.snaps.write(zxid, &mut parts, marker.created_ms)?;
             moved += 1;

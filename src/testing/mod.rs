@@ -1,5 +1,14 @@
 //! Test helpers: bounded waits (every wait in a test ends, and says what it
-//! waited for) and free loopback ports.
+//! waited for) and free loopback ports; and, in this crate's own tests, a
+//! real server in the test process for the client's and the recipes'
+//! end-to-end tests.
+
+#[cfg(test)]
+mod client_e2e;
+#[cfg(test)]
+mod recipes_e2e;
+#[cfg(test)]
+pub(crate) mod test_server;
 
 use std::collections::BTreeSet;
 use std::future::Future;

@@ -1,16 +1,93 @@
-//! Per-connection statistics, as ZooKeeper's `cons` and `stat` print them:
+//! Request statistics, as ZooKeeper's `srvr`, `cons` and `stat` print them:
+//! for the member ([`ServerStats`]) and per connection ([`ConnStats`]):
 //! requests received, messages sent, the last operation, its xid and zxid,
 //! when the last reply went out and the reply latencies. Both client ports
-//! keep them; the four-letter words and the admin API read them.
+//! keep them; the four-letter words, the admin API and the metrics read them.
 
-use super::ConnId;
-use crate::handle::ServerStats;
-use crate::server::clock::now_ms;
+use crate::clock::now_ms;
+use crate::replica::ConnId;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+/// Request counters and latencies the front ends keep (for `srvr`, `mntr`).
+#[derive(Debug)]
+pub struct ServerStats {
+    received: AtomicU64,
+    sent: AtomicU64,
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    latency_min_us: AtomicU64,
+    latency_max_us: AtomicU64,
+}
+
+/// A copy of [`ServerStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Requests received.
+    pub received: u64,
+    /// Replies and events sent.
+    pub sent: u64,
+    /// Fastest reply, ms.
+    pub min_ms: f64,
+    /// Mean reply time, ms.
+    pub avg_ms: f64,
+    /// Slowest reply, ms.
+    pub max_ms: f64,
+}
+
+impl Default for ServerStats {
+    fn default() -> ServerStats {
+        ServerStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+            latency_sum_us: AtomicU64::new(0),
+            latency_min_us: AtomicU64::new(u64::MAX),
+            latency_max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ServerStats {
+    /// Counts a request in.
+    pub fn received(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a message out.
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the time from a request's arrival to its reply.
+    pub fn latency(&self, elapsed: Duration) {
+        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.latency_min_us.fetch_min(us, Ordering::Relaxed);
+        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let min = self.latency_min_us.load(Ordering::Relaxed);
+        StatsSnapshot {
+            received: self.received.load(Ordering::Relaxed),
+            sent: self.sent.load(Ordering::Relaxed),
+            min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
+            avg_ms: if count == 0 {
+                0.0
+            } else {
+                self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
+            },
+            max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        }
+    }
+}
 
 /// The counters of one connection. Updated with relaxed atomics on the
 /// request path; readers see a recent, not necessarily consistent, picture.

@@ -1,11 +1,15 @@
-//! The recipes against a real replica in this process (`client::test_server`):
+//! The recipes against a real replica in this process (`testing::test_server`):
 //! mutual exclusion and order, no herd effect, expiry and cancellation
 //! freeing a place, barriers holding and releasing, queue items taken exactly
 //! once, counters under contention. Every wait is bounded.
 
-use super::*;
-use crate::client::test_server::{connect, Proxy, TestServer};
+use super::test_server::{connect, Proxy, TestServer};
+use crate::acl::Acl;
+use crate::client::{Client, ClientError};
+use crate::error::ErrorCode;
+use crate::recipes::*;
 use crate::testing::{eventually, within};
+use crate::tree::stat::CreateMode;
 use crate::tree::watch::WatcherType;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -339,16 +343,4 @@ async fn a_ticket_deletes_a_duplicate_of_its_own_node() {
     assert_eq!(queue_of(&client, "/dup", "lock-").await.len(), 2);
     assert!(ticket.wait_first(None).await.unwrap());
     assert_eq!(queue_of(&client, "/dup", "lock-").await, vec![ticket.name.clone()]);
-}
-
-#[test]
-fn contenders_sort_by_sequence_not_by_name() {
-    let names =
-        ["_c_ff-lock-0000000003", "_c_00-lock-0000000010", "other", "_c_aa-n_0000000001", "_c_11-lock-0000000001"];
-    let queue = ticket::contenders(names.iter().map(|s| s.to_string()).collect(), "lock-");
-    assert_eq!(queue, ["_c_11-lock-0000000001", "_c_ff-lock-0000000003", "_c_00-lock-0000000010"]);
-    assert_eq!(sequence_of("x-0000000042"), Some(42));
-    assert_eq!(sequence_of("short"), None);
-    assert_eq!(child_path("/", "a"), "/a");
-    assert_eq!(child_path("/d", "a"), "/d/a");
 }

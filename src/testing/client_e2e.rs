@@ -4,11 +4,14 @@
 //! or a cut connection. Every wait is bounded.
 
 use super::test_server::{connect, options, Proxy, TestServer};
-use super::*;
 use crate::acl::perms;
+use crate::acl::Acl;
+use crate::client::*;
 use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
+use crate::tree::stat::CreateMode;
 use crate::tree::stat::EphemeralType;
+use crate::tree::watch::{AddWatchMode, WatcherType};
 use crate::tree::watch::{EventType, WatchEvent};
 use futures::StreamExt;
 use std::time::{Duration, Instant};

@@ -1,0 +1,71 @@
+//! `/metrics` over HTTP: each scrape reads the levels from the replica
+//! through the [`Handle`] and renders [`crate::metrics::Metrics`].
+
+use crate::handle::Handle;
+use crate::metrics::Levels;
+
+/// The levels the replica reports now (None when it does not answer).
+async fn levels(handle: &Handle) -> Option<Levels> {
+    let report = handle.status_report().await?;
+    let details = handle.details().await;
+    let data_dir_bytes = match handle.config.members.iter().find(|m| m.id == handle.config.id) {
+        Some(me) => {
+            let dir = me.data_dir.clone();
+            tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0)
+        }
+        None => 0,
+    };
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    Some(Levels {
+        connections: count(report.connections),
+        sessions: count(report.sessions),
+        znodes: count(report.nodes),
+        data_bytes: report.data_bytes,
+        watches: count(report.watches),
+        ephemerals: count(report.ephemerals),
+        leader: report.status.role == crate::zab::Role::Leading,
+        serving: report.status.serving,
+        last_committed_zxid: report.last_committed.0,
+        disk_free_bytes: report.disk_free_bytes,
+        disk_low: report.disk_low,
+        follower_lag: report.followers.iter().map(|f| (f.id, f.lag)).collect(),
+        outstanding: details.map(|d| count(d.connections.iter().map(|c| c.queued).sum())),
+        data_dir_bytes,
+    })
+}
+
+/// Bytes of every file under `dir`.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+/// Serves `/metrics` on `listener` until `stop`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: Handle,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), String> {
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let handle = handle.clone();
+            async move {
+                let levels = levels(&handle).await;
+                let body = handle.metrics.render(levels.as_ref());
+                ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { crate::handle::stopped(&mut stop).await })
+        .await
+        .map_err(|e| e.to_string())
+}
