@@ -3,13 +3,11 @@
 //! environment. (Separate hosts in network namespaces are for the multi-host
 //! suite; these run on loopback.)
 
-mod support;
-
+use crate::support::{runtime, within, Ensemble, Settings};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::{runtime, within, Ensemble, Settings};
 use zabkeeper::acl::Acl;
 use zabkeeper::tree::stat::CreateMode;
 
@@ -31,9 +29,9 @@ fn members_reached_by_host_name_and_bound_by_bind_host_replicate() {
 
     let rt = runtime();
     rt.block_on(within(60, async {
-        let writer = support::connect(&ensemble.grpc(&[1])).await;
+        let writer = crate::support::connect(&ensemble.grpc(&[1])).await;
         writer.create("/by-name", b"v", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("create");
-        let reader = support::connect(&ensemble.grpc(&[3])).await;
+        let reader = crate::support::connect(&ensemble.grpc(&[3])).await;
         reader.sync("/by-name").await.expect("sync");
         assert_eq!(reader.get_data("/by-name").await.expect("replicated").0, b"v".to_vec());
     }));
@@ -49,7 +47,7 @@ fn members_reached_by_host_name_and_bound_by_bind_host_replicate() {
 fn the_environment_picks_the_member_and_overrides_keys() {
     let ensemble = Ensemble::configure(Settings { size: 3, ..Settings::default() });
     let run = |env: &[(&str, &str)]| {
-        let mut command = Command::new(support::server_binary());
+        let mut command = Command::new(crate::support::server_binary());
         command.arg("--config").arg(&ensemble.config).arg("--print-connect-strings");
         for (key, value) in env {
             command.env(key, value);

@@ -14,20 +14,18 @@
 //!
 //! Every wait is bounded; the harness stops every process by PID.
 
-mod support;
-
+use crate::support::{cli_binary, connect, runtime, serial, Ensemble, Settings};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{cli_binary, connect, runtime, serial, Ensemble, Settings};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::MultiOp;
 use zabkeeper::proto::admin as pb;
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::MultiOp;
 
 /// Runs `zkctl admin ARGS` against member `id` (bounded by its own timeouts).
 fn zkctl(ensemble: &Ensemble, id: u64, args: &[&str]) -> Output {

@@ -5,21 +5,19 @@
 //! member of an ensemble) with its watches, and the CLI's JSON output and
 //! exit codes. Every wait is bounded.
 
-mod support;
-
+use crate::support::{eventually, runtime, within, Ensemble};
 use futures::StreamExt;
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use support::{eventually, runtime, within, Ensemble};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{
-    Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
-    ANY_VERSION,
-};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
+use zabkeeper_client::{
+    Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
+    ANY_VERSION,
+};
 
 fn options(session_ms: u64) -> ClientOptions {
     ClientOptions::default()
@@ -256,7 +254,7 @@ fn the_session_moves_to_another_member_when_its_server_dies() {
 
 /// zkctl against `server` with JSON output, a 5 s timeout and no stdin.
 fn zkctl_command(server: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    let mut command = Command::new(crate::support::cli_binary());
     command
         .args(["--server", server, "--timeout-ms", "5000", "--json"])
         .args(args)
@@ -342,7 +340,7 @@ fn zkctl_prints_json_and_exits_by_error_kind() {
     assert_eq!(zkctl(s, &["frobnicate"]).status.code(), Some(2));
     assert_eq!(zkctl(s, &["setacl", "/", "world:anyone:xyz"]).status.code(), Some(2));
     assert_eq!(zkctl(s, &["create", "-c", "-e", "/x"]).status.code(), Some(2));
-    let unreachable = Command::new(env!("CARGO_BIN_EXE_zkctl"))
+    let unreachable = Command::new(crate::support::cli_binary())
         .args(["--server", "127.0.0.1:1", "--timeout-ms", "300", "--json", "ls", "/"])
         .output()
         .expect("run zkctl");
@@ -470,7 +468,7 @@ fn zkctl_without_a_command_is_an_interactive_shell() {
     let server = ensemble.grpc(&[1]);
     let history = tempfile::tempdir().expect("temp dir");
     let history_file = history.path().join("history");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    let mut command = Command::new(crate::support::cli_binary());
     command.args(["--server", &server]).env_remove("ZKCTL_SERVER").env("ZKCTL_HISTORY", &history_file);
     let mut shell = rexpect::session::spawn_command(command, Some(15_000)).expect("start zkctl in a pty");
     let prompt = format!("[zkctl: {server}] ");

@@ -10,14 +10,12 @@
 //!
 //! Every wait is bounded; the Java process and the members are stopped by PID.
 
-mod support;
-
+use crate::support::{runtime, serial, Ensemble};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{runtime, serial, Ensemble};
 
 /// Where Debian puts the jars.
 const JAVA_DIR: &str = "/usr/share/java";

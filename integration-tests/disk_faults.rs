@@ -12,17 +12,15 @@
 //!
 //! Every wait is bounded; mounts are removed even when the test fails.
 
-mod support;
-
+use crate::support::{connect, runtime, serial, Ensemble, Settings};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{connect, runtime, serial, Ensemble, Settings};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::ClientError;
 use zabkeeper::error::ErrorCode;
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::ClientError;
 use zookeeper_client as zk;
 
 /// Size of each member's tmpfs.

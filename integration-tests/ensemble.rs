@@ -17,20 +17,18 @@
 //!
 //! Every wait is bounded in time; the harness stops every process by PID.
 
-mod support;
-
+use crate::support::{connect, eventually, options, runtime, serial, within_for};
+use crate::support::{Ensemble, Settings};
 use futures::future::join_all;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{connect, eventually, options, runtime, serial, within_for};
-use support::{Ensemble, Settings};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{Client, ClientError};
 use zabkeeper::error::ErrorCode;
-use zabkeeper::recipes::{Election, Lock, RecipeError};
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::recipes::{Election, Lock, RecipeError};
+use zabkeeper_client::{Client, ClientError};
 
 /// Runs blocking harness calls (kill, spawn, wait_serving) off the async threads.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {

@@ -13,17 +13,15 @@
 //!
 //! Every wait is bounded; the harness stops the member by PID.
 
-mod support;
-
+use crate::support::{connect, rss_bytes, runtime, serial, zk_wire, Ensemble, Settings};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use support::{connect, rss_bytes, runtime, serial, zk_wire, Ensemble, Settings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{ClientError, MultiOp};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::{ClientError, MultiOp};
 
 /// A TCP connection to `to` from the loopback address `from`.
 async fn from(from: &str, to: SocketAddr) -> TcpStream {

@@ -5,19 +5,17 @@
 //! a bad config or a damaged data directory stops it at start with a clear
 //! message instead of an empty tree. Every wait is bounded.
 
-mod support;
-
+use crate::support::{runtime, within, Ensemble};
 use bytes::{Buf, BufMut, Bytes};
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::{runtime, within, Ensemble};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{Client, ClientError, ClientOptions};
 use zabkeeper::error::ErrorCode;
 use zabkeeper::proto::client as pb;
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::{Client, ClientError, ClientOptions};
 
 fn options() -> ClientOptions {
     ClientOptions::default()
@@ -294,7 +292,7 @@ fn sigterm_stops_cleanly_and_keeps_everything() {
 }
 
 fn start_failing(config: &std::path::Path, id: &str) -> (Option<i32>, String) {
-    let mut child = Command::new(support::server_binary())
+    let mut child = Command::new(crate::support::server_binary())
         .arg("--config")
         .arg(config)
         .arg("--id")

@@ -17,7 +17,7 @@ third's largest size.
 
 Usage: make soak-disk [SOAK_WRITES=1200000] (or python3
 integration-tests/soak_disk.py --binary target/release/zabkeeper --load
-target/release/examples/zk_load).
+target/release/zk_load).
 """
 
 import argparse

@@ -30,7 +30,7 @@ use zabkeeper::zab::StorageOp;
 /// Set in the writer child: the store's directory.
 const WRITER_ENV: &str = "ZK_CRASH_WRITER_DIR";
 /// The writer's test name, passed as an exact filter.
-const WRITER_TEST: &str = "crash_writer_child";
+const WRITER_TEST: &str = "storage_crash::crash_writer_child";
 const SESSION: SessionId = SessionId(0x0100_0000_0000_0c0c);
 /// How long one round may take before the parent kills the writer anyway.
 const ROUND_LIMIT: Duration = Duration::from_secs(30);

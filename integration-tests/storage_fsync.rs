@@ -30,7 +30,7 @@ use zabkeeper::zab::StorageOp;
 /// Set in the writer child: the store's directory.
 const WRITER_ENV: &str = "ZK_FSYNC_WRITER_DIR";
 /// The writer's test name, passed as an exact filter.
-const WRITER_TEST: &str = "fsync_writer_child";
+const WRITER_TEST: &str = "storage_fsync::fsync_writer_child";
 /// Small writes acknowledged one by one before the large one.
 const SMALL_WRITES: u32 = 5;
 /// Data of the large write: over the log database's ~512 KiB inline limit

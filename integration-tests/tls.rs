@@ -5,17 +5,15 @@
 //! members in mutual TLS, each accepted only with a certificate that names
 //! it, and the admin port over TLS.
 
-mod support;
-
+use crate::support::{runtime, within, Ensemble, Settings};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use support::{runtime, within, Ensemble, Settings};
 use zabkeeper::acl::Acl;
-use zabkeeper::client::{Client, ClientTls};
 use zabkeeper::proto::peer as peer_pb;
 use zabkeeper::proto::peer::peer_client::PeerClient;
 use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_client::{Client, ClientTls};
 use zookeeper_client as zk;
 
 /// A CA and a server certificate for localhost and 127.0.0.1 it signed.
@@ -63,7 +61,7 @@ fn tls_ensemble(pki: &Pki) -> (Ensemble, Vec<String>) {
         out.push_str(line);
         out.push('\n');
         if line.starts_with("client_addr") {
-            let addr = format!("127.0.0.1:{}", support::free_port());
+            let addr = format!("127.0.0.1:{}", crate::support::free_port());
             out.push_str(&format!("secure_client_addr = \"{addr}\"\n"));
             secure.push(addr);
         }
@@ -91,9 +89,10 @@ fn tls_client_ports_serve_every_client_and_reload_on_sighup() {
     let rt = runtime();
     let session = rt.block_on(within(60, async {
         // gRPC over TLS: the Rust client trusts the CA; a plain client cannot talk to it.
-        let client = Client::connect(&grpc, support::options().with_tls(first.client())).await.expect("TLS gRPC");
+        let client =
+            Client::connect(&grpc, crate::support::options().with_tls(first.client())).await.expect("TLS gRPC");
         client.create("/tls", b"over tls", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("create");
-        let plain = support::options().with_connect_timeout(Duration::from_secs(2));
+        let plain = crate::support::options().with_connect_timeout(Duration::from_secs(2));
         assert!(Client::connect(&grpc, plain).await.is_err(), "plain gRPC must not reach a TLS port");
 
         // The ZooKeeper protocol over TLS (the zookeeper-client crate), and the plain port beside it.
@@ -107,7 +106,7 @@ fn tls_client_ports_serve_every_client_and_reload_on_sighup() {
     }));
 
     // zkctl --cacert.
-    let out = Command::new(support::cli_binary())
+    let out = Command::new(crate::support::cli_binary())
         .args(["--server", &grpc, "--cacert"])
         .arg(ensemble.dir.path().join("ca.pem"))
         .args(["get", "/tls"])
@@ -136,9 +135,9 @@ fn tls_client_ports_serve_every_client_and_reload_on_sighup() {
             assert!(tokio::time::Instant::now() < deadline, "the new certificate was never served");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let stale = support::options().with_tls(first.client()).with_connect_timeout(Duration::from_secs(2));
+        let stale = crate::support::options().with_tls(first.client()).with_connect_timeout(Duration::from_secs(2));
         assert!(Client::connect(&grpc, stale).await.is_err(), "the old CA no longer verifies new connections");
-        let fresh = Client::connect(&grpc, support::options().with_tls(second.client())).await.expect("new CA");
+        let fresh = Client::connect(&grpc, crate::support::options().with_tls(second.client())).await.expect("new CA");
         fresh.set_data("/tls", b"after reload", -1).await.expect("write after reload");
         client.sync("/tls").await.expect("the old gRPC session lives");
         assert_eq!(client.get_data("/tls").await.expect("old session reads").0, b"after reload".to_vec());
@@ -155,8 +154,11 @@ fn a_missing_certificate_stops_the_start_naming_the_file() {
     let missing = ensemble.dir.path().join("absent.pem");
     let config = format!("{text}\n[tls]\ncert_file = \"{0}\"\nkey_file = \"{0}\"\ngrpc = true\n", missing.display());
     std::fs::write(&ensemble.config, config).expect("write config");
-    let out =
-        Command::new(support::server_binary()).arg("--config").arg(&ensemble.config).output().expect("run zabkeeper");
+    let out = Command::new(crate::support::server_binary())
+        .arg("--config")
+        .arg(&ensemble.config)
+        .output()
+        .expect("run zabkeeper");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "started without its certificate");
     assert!(err.contains("cert_file") && err.contains("absent.pem"), "{err}");
@@ -262,10 +264,11 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
     let rt = runtime();
     rt.block_on(within(60, async {
         let grpc = ensemble.grpc(&[1, 2]);
-        let client = Client::connect(&grpc, support::options().with_tls(client_tls.clone())).await.expect("mTLS gRPC");
+        let client =
+            Client::connect(&grpc, crate::support::options().with_tls(client_tls.clone())).await.expect("mTLS gRPC");
         client.create("/mtls", b"quorum of two", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("create");
         let anonymous = ClientTls { identity: None, ..client_tls.clone() };
-        let refused = support::options().with_tls(anonymous).with_connect_timeout(Duration::from_secs(2));
+        let refused = crate::support::options().with_tls(anonymous).with_connect_timeout(Duration::from_secs(2));
         assert!(Client::connect(&grpc, refused).await.is_err(), "client_auth: a client without a certificate");
 
         // Member 3 is refused however long it tries, and the refusal is
@@ -309,7 +312,8 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
     ensemble.wait_serving(vec![1, 2, 3], Duration::from_secs(30));
     let grpc3 = ensemble.grpc(&[3]);
     rt.block_on(within(60, async {
-        let client = Client::connect(&grpc3, support::options().with_tls(client_tls.clone())).await.expect("member 3");
+        let client =
+            Client::connect(&grpc3, crate::support::options().with_tls(client_tls.clone())).await.expect("member 3");
         client.sync("/mtls").await.expect("sync");
         assert_eq!(client.get_data("/mtls").await.expect("read on member 3").0, b"quorum of two".to_vec());
     }));
@@ -321,7 +325,7 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
     std::fs::write(&client_cert, cert).expect("write client certificate");
     std::fs::write(&client_key, key).expect("write client key");
     let zkctl = |args: &[&str]| {
-        Command::new(support::cli_binary())
+        Command::new(crate::support::cli_binary())
             .args(["--server", &grpc3, "--admin", &ensemble.admin(3), "--cacert"])
             .arg(dir.join("ca.pem"))
             .arg("--cert")
@@ -342,7 +346,7 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let plain = Command::new(support::cli_binary())
+    let plain = Command::new(crate::support::cli_binary())
         .args(["--admin", &ensemble.admin(3), "--timeout-ms", "2000", "admin", "status"])
         .output()
         .expect("run zkctl");

@@ -29,7 +29,7 @@ measures zabkeeper alone. BENCH_QUICK=1 runs a short version.
 
 Usage: make bench-vs-zookeeper [BENCH_QUICK=1] (or python3
 integration-tests/zk_bench.py --binary target/release/zabkeeper --load
-target/release/examples/zk_load).
+target/release/zk_load).
 """
 
 import argparse

@@ -5,19 +5,17 @@
 //! causes; and, in a pseudo-terminal, the shell's `removewatches` with
 //! watch events printed above the prompt. Every wait is bounded.
 
-mod support;
-
+use crate::support::{serial, Ensemble};
 use base64::Engine;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{serial, Ensemble};
 
 /// zkctl against `server` with a 5 s timeout (add `--json` in `args` for JSON).
 fn zkctl_command(server: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    let mut command = Command::new(crate::support::cli_binary());
     command.args(["--server", server, "--timeout-ms", "5000"]).args(args).env_remove("ZKCTL_SERVER");
     command
 }
@@ -383,7 +381,7 @@ fn the_shell_leaves_watches_prints_their_events_and_removes_them() {
     // A child to list, so every command below prints something to wait for.
     ok(&zkctl(s, &["create", "/rw/first"]));
     let history = tempfile::tempdir().expect("temp dir");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_zkctl"));
+    let mut command = Command::new(crate::support::cli_binary());
     command.args(["--server", s]).env_remove("ZKCTL_SERVER").env("ZKCTL_HISTORY", history.path().join("history"));
     let mut shell = rexpect::session::spawn_command(command, Some(15_000)).expect("start zkctl in a pty");
     let prompt = format!("[zkctl: {s}] ");

@@ -13,15 +13,13 @@
 //! TTLs) never reaches the server; the server's own answers to such requests
 //! are compared with Apache ZooKeeper's by `zk_side_by_side.py`.
 
-mod support;
-
+use crate::support::{runtime, within, zk_wire, Ensemble};
 use futures::FutureExt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{runtime, within, zk_wire, Ensemble};
 use zookeeper_client as zk;
 use zookeeper_client::{
     Acl, Acls, AddWatchMode, AuthId, AuthUser, Client, CreateMode, EventType, MultiReadResult, MultiWriteError,

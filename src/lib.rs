@@ -1,30 +1,33 @@
 //! zabkeeper: a replicated coordination service in the family of Apache ZooKeeper.
 //!
 //! # Layout
-//! The pure core (no I/O, no clock, no ambient randomness; `make check-purity`):
-//! - [`ids`]: newtypes: server ids, epochs, zxids, session ids.
-//! - [`error`]: ZooKeeper's error codes, the data of a failed request.
-//! - [`op`]: the client operation model both front ends share.
-//! - [`data`]: a znode's data, bytes or ZooKeeper's null.
-//! - [`acl`]: ACLs, identities and the auth schemes.
-//! - [`tree`]: the data tree: znodes, watches, snapshots, applying transactions.
-//! - [`txn`]: transactions, the unit Zab replicates, and their byte form.
-//! - [`zab`]: Zab as a state machine: inputs in, [`zab::Action`]s out.
-//! - [`session`]: the session layer: admission of connects, each connection's
-//!   request queue, the leader's session tracker.
-//! - [`replica`]: one replica composed of the above: [`replica::Input`]s in,
-//!   [`replica::Output`]s out; the leader's preparation of writes is [`replica::prep`].
-//! - [`wire`]: ZooKeeper's client protocol (jute), bytes to records and back.
+//! This crate is the server: the runtime around the pure core. The
+//! workspace's other crates, from the bottom up:
+//! - `zabkeeper-core` (`crates/core`): everything a client can observe,
+//!   decided by deterministic state machines with no I/O, clock or ambient
+//!   randomness: [`ids`], [`error`], [`op`], [`data`], [`acl`], [`tree`],
+//!   [`txn`], [`zab`], [`session`], [`replica`], [`wire`] (ZooKeeper's jute
+//!   codec) and the [`storage`] trait with its in-memory store. Re-exported
+//!   here under the same names.
+//! - `zabkeeper-proto` (`crates/proto`): the code generated from `proto/`
+//!   ([`proto`]).
+//! - `zabkeeper-sim` (`crates/sim`): whole ensembles of the core in one
+//!   process with seeded faults.
+//! - `zabkeeper-client` (`crates/client`): the Rust client library and the
+//!   recipes; it depends on the core and the protocol, never on this crate.
+//! - `zkctl` (`crates/zkctl`): the command line.
 //!
-//! The runtime around it:
+//! The runtime, in this crate:
 //! - [`config`]: the ensemble's TOML configuration.
+//! - [`clock`], [`tls`], [`stats`]: the wall clock, TLS settings and request
+//!   statistics, leaves the rest shares.
 //! - [`handle`]: the narrow [`handle::Handle`] everything outside the owner task holds.
 //! - [`server`]: the composition root: the owner task, the storage worker, startup and shutdown.
 //! - [`frontend`]: the client ports' shared session plumbing and the ZooKeeper port.
 //! - [`rpc`]: gRPC: the client session service, admin, the peer transport, protobuf conversions.
-//! - [`storage`]: the durable log, epochs and snapshots (sled; in memory for tests).
-//! - [`client`]: the async Rust client library (gRPC session API), and [`recipes`] on it.
-//! - `sim` (tests and the `sim` feature): whole ensembles in one process, seeded faults.
+//! - [`storage::sled_store`]: the durable log, epochs and snapshots on sled.
+//! - [`admin`]: what operators see of durable state (log queries, snapshots, offline copies).
+//! - [`metrics`]: Prometheus metrics.
 //!
 //! # Start reading here: the path of one write
 //! A ZooKeeper `setData` sent to a follower F, whose leader is L:
@@ -46,47 +49,19 @@
 //!    the queued request and sends the reply ([`replica::ClientMessage::Reply`]), which
 //!    [`frontend::Outbox`] hands to the connection's writer, encoded with the shape it carried.
 
-pub mod acl;
+pub use zabkeeper_core::{acl, data, error, ids, op, replica, session, tree, txn, wire, zab};
+pub use zabkeeper_proto as proto;
+
 pub mod admin;
-pub mod client;
 pub mod clock;
 pub mod config;
-pub mod data;
-pub mod error;
 pub mod frontend;
 pub mod handle;
-pub mod ids;
 pub mod metrics;
-pub mod op;
-pub mod recipes;
-pub mod replica;
 pub mod rpc;
 pub mod server;
-pub mod session;
-#[cfg(any(test, feature = "sim"))]
-pub mod sim;
 pub mod stats;
 pub mod storage;
 #[doc(hidden)]
 pub mod testing;
 pub mod tls;
-pub mod tree;
-pub mod txn;
-pub mod wire;
-pub mod zab;
-
-/// Generated protobuf and gRPC code.
-pub mod proto {
-    /// The client session API.
-    pub mod client {
-        tonic::include_proto!("zabkeeper.client.v1");
-    }
-    /// Replica-to-replica Zab traffic.
-    pub mod peer {
-        tonic::include_proto!("zabkeeper.peer.v1");
-    }
-    /// The operator API.
-    pub mod admin {
-        tonic::include_proto!("zabkeeper.admin.v1");
-    }
-}

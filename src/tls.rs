@@ -7,7 +7,6 @@
 //! that fails (a half-written file, a key that does not match) keeps the old
 //! certificate and says why.
 
-use crate::client::ClientTls;
 use crate::config::{Member, TlsConfig};
 use crate::ids::ServerId;
 use futures::future;
@@ -240,9 +239,15 @@ fn dialing_config(files: &TlsConfig) -> Result<tonic::transport::ClientTlsConfig
         std::fs::read(path).map_err(|e| TlsError::File { key, path: path.to_path_buf(), reason: e.to_string() })
     };
     let ca = files.ca_file.as_deref().ok_or_else(|| TlsError::Rustls("tls.peer needs tls.ca_file".into()))?;
-    // A member dials its peers as any TLS client of ours does.
-    let identity = (read("cert_file", &files.cert_file)?, read("key_file", &files.key_file)?);
-    Ok(ClientTls { ca_pem: read("ca_file", ca)?, identity: Some(identity) }.tonic_config())
+    // A member dials its peers as any TLS client of ours does: it trusts the
+    // CA and shows its own certificate. tonic builds its rustls config from
+    // the process's default crypto provider, ambiguous when both ring and
+    // aws-lc-rs are linked: ring, unless the program already chose.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = tonic::transport::Certificate::from_pem(read("ca_file", ca)?);
+    let identity =
+        tonic::transport::Identity::from_pem(read("cert_file", &files.cert_file)?, read("key_file", &files.key_file)?);
+    Ok(tonic::transport::ClientTlsConfig::new().ca_certificate(ca).identity(identity))
 }
 
 #[cfg(test)]

@@ -18,9 +18,13 @@ pub fn server_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper"))
 }
 
-/// The CLI binary.
+/// The CLI binary: `zkctl` is another package of the workspace, so cargo
+/// does not build it for these tests; it lies beside the server's binary
+/// once built (`make test` builds every binary first).
 pub fn cli_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_zkctl"))
+    let zkctl = server_binary().with_file_name(format!("zkctl{}", std::env::consts::EXE_SUFFIX));
+    assert!(zkctl.exists(), "{} is not built: run `cargo build --workspace --bins` (make test does)", zkctl.display());
+    zkctl
 }
 
 /// Ports of one member.
@@ -83,7 +87,7 @@ pub struct Ensemble {
     /// The admin token, when the config sets one.
     pub admin_token: Option<String>,
     /// TLS to the admin ports, when the config turns it on.
-    pub admin_tls: Option<zabkeeper::client::ClientTls>,
+    pub admin_tls: Option<zabkeeper_client::ClientTls>,
 }
 
 /// Settings the tests may change.
@@ -400,16 +404,16 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// Generous limits: the session outlives any failover a test causes, and a
 /// request never waits longer than the request timeout.
-pub fn options() -> zabkeeper::client::ClientOptions {
-    zabkeeper::client::ClientOptions::default()
+pub fn options() -> zabkeeper_client::ClientOptions {
+    zabkeeper_client::ClientOptions::default()
         .with_session_timeout(Duration::from_secs(20))
         .with_connect_timeout(Duration::from_secs(10))
         .with_request_timeout(Duration::from_secs(10))
 }
 
 /// A session with [`options`], or a panic naming the address.
-pub async fn connect(address: &str) -> zabkeeper::client::Client {
-    zabkeeper::client::Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
+pub async fn connect(address: &str) -> zabkeeper_client::Client {
+    zabkeeper_client::Client::connect(address, options()).await.unwrap_or_else(|e| panic!("connect to {address}: {e}"))
 }
 
 /// Raw ZooKeeper frames, for tests that must misbehave as a client library never would.

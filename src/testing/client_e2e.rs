@@ -6,7 +6,6 @@
 use super::test_server::{connect, options, Proxy, TestServer};
 use crate::acl::perms;
 use crate::acl::Acl;
-use crate::client::*;
 use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
 use crate::tree::stat::CreateMode;
@@ -15,6 +14,7 @@ use crate::tree::watch::{AddWatchMode, WatcherType};
 use crate::tree::watch::{EventType, WatchEvent};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
+use zabkeeper_client::*;
 
 fn open_acl() -> Vec<Acl> {
     Acl::open_unsafe()

@@ -5,9 +5,7 @@
 
 use super::test_server::{connect, Proxy, TestServer};
 use crate::acl::Acl;
-use crate::client::{Client, ClientError};
 use crate::error::ErrorCode;
-use crate::recipes::*;
 use crate::testing::{eventually, within};
 use crate::tree::stat::CreateMode;
 use crate::tree::watch::WatcherType;
@@ -15,6 +13,8 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use zabkeeper_client::recipes::*;
+use zabkeeper_client::{Client, ClientError};
 
 /// The contender nodes of `prefix` in `dir`, lowest first.
 async fn queue_of(client: &Client, dir: &str, prefix: &str) -> Vec<String> {

@@ -4,7 +4,6 @@
 //! its own tokio runtime so that `kill` drops every task and socket at once
 //! (as `kill -9` would), and with an in-memory disk that survives restarts.
 
-use crate::client::{Client, ClientOptions};
 use crate::config::ServerConfig;
 use crate::ids::{Epoch, Zxid};
 use crate::proto::client::zab_keeper_server::ZabKeeperServer;
@@ -17,6 +16,7 @@ use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
+use zabkeeper_client::{Client, ClientOptions};
 
 #[derive(Default)]
 struct Disk {

@@ -23,7 +23,6 @@
 //! transactions take a database-wide write lock (plain inserts do not); and
 //! a dropped handle releases its file lock only shortly after the drop.
 
-use super::recovery::{self, Source};
 use super::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
 use crate::ids::{Epoch, Zxid};
 use crate::tree::snapshot::{Reader, SnapshotError};
@@ -37,9 +36,12 @@ use sled::{Batch, IVec};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use zabkeeper_core::storage::recovery::{self, Source};
 
 #[cfg(test)]
 mod bounded;
+#[cfg(test)]
+mod conformance;
 mod durable;
 mod runs;
 mod snapshots;

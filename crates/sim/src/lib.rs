@@ -1,0 +1,740 @@
+//! Deterministic simulation of whole ensembles in one process.
+//!
+//! Real [`Replica`]s (Zab, tree, sessions, request queues: everything but
+//! sockets and disks) run over a seeded network that delays, reorders, loses
+//! and duplicates messages and partitions replicas, on in-memory storage that
+//! keeps only what was flushed when a replica crashes. Simulated clients run a
+//! random workload. After every step the [`invariants`] are checked; after the
+//! faults stop, the ensemble must heal: every replica serving the same tree,
+//! every acknowledged write present. One seed is one schedule, replayed
+//! exactly: a failure names its seed (`SIM_SEED=<seed> cargo test -p
+//! zabkeeper-sim`).
+//!
+//! A crate of its own beside the core: it depends on `zabkeeper-core` and
+//! `rand` (seeded, never ambient), and nothing depends on it.
+
+// The core's modules, by the names the simulation has always used.
+use zabkeeper_core::{acl, data, error, ids, op, replica, storage, tree, txn, zab};
+
+mod faults;
+pub mod invariants;
+mod liveness;
+pub mod network;
+mod workload;
+
+#[cfg(test)]
+mod tests;
+
+use crate::ids::{ServerId, Zxid};
+use crate::replica::{AppliedRecord, ClientMessage, Input, Output, Replica};
+use crate::storage::mem_store::MemStorage;
+use crate::storage::Storage;
+use crate::tree::{snapshot, TreeState};
+use crate::zab::{Io, Role};
+use invariants::{Oracle, Violation};
+use network::{Faults, Network};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use workload::Client;
+
+/// Milliseconds of simulated time per step.
+const STEP_MS: i64 = 10;
+/// Steps per tick (ticks of 50 ms).
+const STEPS_PER_TICK: u64 = 5;
+/// Chance per step that a slow replica's disk completes a flush.
+const SLOW_FLUSH: f64 = 0.03;
+/// How many times longer a slow replica's messages may take.
+const SLOW_LINK: u64 = 6;
+/// Chance per step that a calm spell (a network that delivers) begins.
+const CALM: f64 = 0.0003;
+/// How long a quorum must stay up, connected and healthy before a write
+/// must have committed (10 s of simulated time: elections, a SNAP sync and
+/// session expiry all fit well inside it).
+pub const LIVENESS_STEPS: u64 = 1000;
+
+/// The shape of one run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Replicas (3 or 5).
+    pub nodes: u64,
+    /// Steps with faults.
+    pub fault_steps: u64,
+    /// Steps after healing, to converge.
+    pub heal_steps: u64,
+    /// Simulated clients.
+    pub clients: usize,
+    /// Network faults during the fault phase.
+    pub faults: Faults,
+    /// Chance per step that an up replica crashes (at most a minority down at once).
+    pub crash: f64,
+    /// Chance per step that a partition starts.
+    pub partition: f64,
+    /// Chance per step that an up replica flushes its storage.
+    pub flush: f64,
+    /// Chance per step that an up replica's clock stalls (it gets no ticks
+    /// for a while, as a starved process, messages still flowing) or, half
+    /// the time, that it is paused (SIGSTOP: nothing is taken until it resumes).
+    pub stall: f64,
+    /// Chance that a partition is a long one (up to a fifth of the fault phase).
+    pub long_partition: f64,
+    /// Chance that a flush fails: the replica stops (crash-stop, as the
+    /// server does) and restarts later from what its disk holds; the failed
+    /// batch may or may not have reached the disk.
+    pub disk_fault: f64,
+    /// Chance that a snapshot fails to save (the replica carries on).
+    pub snapshot_fault: f64,
+    /// Chance per step that an up replica becomes slow for a while: its
+    /// disk flushes rarely and its messages take several times longer.
+    pub slow: f64,
+    /// Chance per step that an up replica's disk drops below its reserve
+    /// for a while (a leader then refuses writes that grow the state).
+    pub disk_low: f64,
+    /// Check liveness: once a quorum has been up, connected and healthy for
+    /// [`LIVENESS_STEPS`], a probe client's write must have committed.
+    pub liveness: bool,
+    /// Transactions between snapshots (small, to exercise SNAP and purge).
+    pub snapshot_every: u64,
+    /// Members take turns to snapshot, as served members do.
+    pub snapshot_turns: bool,
+    /// Steps between checks of every replica's tree digest against the
+    /// history (hashing whole trees is most of a schedule's time).
+    pub digest_every: u64,
+}
+
+impl Options {
+    /// The faults of the schedules the pinned regression seeds come from:
+    /// no stalled clocks, no long partitions.
+    pub fn classic(nodes: u64) -> Options {
+        Options {
+            stall: 0.0,
+            long_partition: 0.0,
+            disk_fault: 0.0,
+            snapshot_fault: 0.0,
+            slow: 0.0,
+            disk_low: 0.0,
+            liveness: false,
+            snapshot_every: 40,
+            snapshot_turns: false,
+            digest_every: 10,
+            ..Options::faulty(nodes)
+        }
+    }
+
+    /// A run with moderate faults.
+    pub fn faulty(nodes: u64) -> Options {
+        Options {
+            nodes,
+            fault_steps: 2500,
+            heal_steps: 2500,
+            clients: 4,
+            faults: Faults { loss: 0.02, duplicate: 0.02, max_delay: 4 },
+            crash: 0.002,
+            partition: 0.002,
+            flush: 0.6,
+            stall: 0.001,
+            long_partition: 0.2,
+            disk_fault: 0.001,
+            snapshot_fault: 0.05,
+            slow: 0.0006,
+            disk_low: 0.0003,
+            liveness: true,
+            snapshot_every: 100,
+            snapshot_turns: true,
+            digest_every: 20,
+        }
+    }
+}
+
+/// What a finished run saw.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Committed transactions.
+    pub committed: usize,
+    /// Epochs with a leader.
+    pub epochs: usize,
+    /// Crashes injected.
+    pub crashes: usize,
+    /// Partitions injected.
+    pub partitions: usize,
+    /// Clock stalls injected.
+    pub stalls: usize,
+    /// Of those, pauses (SIGSTOP): no messages or requests taken either.
+    pub pauses: usize,
+    /// Flushes failed (each stopped its replica).
+    pub disk_faults: usize,
+    /// Snapshots that failed to save.
+    pub snapshot_faults: usize,
+    /// Times a replica became slow.
+    pub slow: usize,
+    /// Times a replica's disk fell below its reserve.
+    pub disk_low: usize,
+    /// Liveness windows checked (a quorum healthy for [`LIVENESS_STEPS`]).
+    pub liveness_checks: usize,
+    /// Writes acknowledged to clients.
+    pub acked_writes: usize,
+    /// Messages delivered.
+    pub delivered: u64,
+    /// DIFFs that sent entries read back from storage.
+    pub stored_diffs: usize,
+    /// DIFFs from storage that found their entries purged.
+    pub stored_reads_lost: usize,
+}
+
+/// A failed run: the seed to replay and what broke.
+#[derive(Debug, thiserror::Error)]
+#[error("simulation seed {seed} failed at step {step}: {violation}")]
+pub struct Failure {
+    /// Replays the run.
+    pub seed: u64,
+    /// When.
+    pub step: u64,
+    /// What.
+    pub violation: Violation,
+}
+
+struct Node {
+    id: ServerId,
+    replica: Option<Replica>,
+    storage: MemStorage,
+    /// Highest storage sequence applied but not yet flushed.
+    unflushed: Option<u64>,
+    restart_at: Option<u64>,
+    /// The tree state whose digest was last checked.
+    checked: Option<TreeState>,
+    /// Its clock gives no ticks until this step.
+    stalled_until: u64,
+    /// The stall is a pause (SIGSTOP): until `stalled_until` it also takes
+    /// no messages, flushes and client requests; they wait for it.
+    paused: bool,
+    /// Client requests that arrived while it was paused, in order.
+    held_requests: Vec<Input>,
+    /// Slow disk and slow links until this step.
+    slow_until: u64,
+    /// Its disk is below the reserve until this step.
+    disk_low_until: u64,
+}
+
+/// One seeded run.
+pub struct Simulation {
+    seed: u64,
+    options: Options,
+    rng: StdRng,
+    /// Draws for the faults added after seeds were pinned (stalls, long
+    /// partitions): a stream of its own, so that with those faults off a
+    /// pinned seed replays the very schedule that once failed.
+    later_faults: StdRng,
+    step: u64,
+    nodes: BTreeMap<ServerId, Node>,
+    net: Network,
+    clients: Vec<Client>,
+    oracle: Oracle,
+    heal_at: Option<u64>,
+    /// When the current partition heals.
+    heal_at_partition: Option<u64>,
+    report: Report,
+    next_conn: u64,
+    /// The liveness probe's draws (a stream of its own, like `later_faults`).
+    probe_rng: StdRng,
+    /// Since when the current quorum has been healthy, and who is in it.
+    healthy: Option<(u64, Vec<ServerId>)>,
+    /// When the probe last had a write acknowledged.
+    probe_acked_at: u64,
+    /// The network loses, duplicates and reorders nothing until this step
+    /// (a calm spell in the fault phase, when liveness is checked).
+    calm_until: u64,
+    /// The highest zxid any replica has shown any client (in a reply or a
+    /// connect): a sync sent after that must be answered at or above it.
+    shown: Zxid,
+}
+
+impl Simulation {
+    /// A run of `options` driven by `seed`.
+    pub fn new(seed: u64, options: Options) -> Simulation {
+        let mut sim = Simulation {
+            seed,
+            rng: StdRng::seed_from_u64(seed),
+            later_faults: StdRng::seed_from_u64(seed ^ 0x57a1_1ed0),
+            step: 0,
+            nodes: BTreeMap::new(),
+            net: Network::default(),
+            clients: Vec::new(),
+            oracle: Oracle::default(),
+            heal_at: None,
+            heal_at_partition: None,
+            report: Report::default(),
+            next_conn: 1,
+            probe_rng: StdRng::seed_from_u64(seed ^ 0x9e0b_e000),
+            shown: Zxid::ZERO,
+            healthy: None,
+            probe_acked_at: 0,
+            calm_until: 0,
+            options,
+        };
+        for id in 1..=sim.options.nodes {
+            sim.nodes.insert(
+                id,
+                Node {
+                    id,
+                    replica: None,
+                    storage: MemStorage::new(),
+                    unflushed: None,
+                    restart_at: None,
+                    checked: None,
+                    stalled_until: 0,
+                    paused: false,
+                    held_requests: Vec::new(),
+                    slow_until: 0,
+                    disk_low_until: 0,
+                },
+            );
+        }
+        // The liveness probe is the last client; it only ever talks to the
+        // healthy quorum.
+        let probe = usize::from(sim.options.liveness);
+        for i in 0..sim.options.clients + probe {
+            sim.clients.push(Client::new(i));
+        }
+        sim
+    }
+
+    fn now_ms(&self) -> i64 {
+        1_700_000_000_000 + self.step as i64 * STEP_MS
+    }
+
+    fn replica_config(&self, id: ServerId) -> replica::Config {
+        let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
+        c.snapshot_every = self.options.snapshot_every;
+        c.snapshot_turns = self.options.snapshot_turns;
+        // Far fewer than a snapshot interval, so every DIFF of more than a
+        // few entries reads most of them back from storage.
+        c.zab.resident_log_entries = 3;
+        c.min_session_timeout_ms = 1000;
+        c.max_session_timeout_ms = 4000;
+        c.snapshot_chunk_bytes = 512;
+        c.record_applied = true;
+        c
+    }
+
+    fn fail(&self, violation: Violation) -> Failure {
+        Failure { seed: self.seed, step: self.step, violation }
+    }
+
+    /// Runs the fault phase, heals, and checks convergence.
+    pub fn run(mut self) -> Result<Report, Failure> {
+        for id in 1..=self.options.nodes {
+            self.boot(id).map_err(|v| self.fail(v))?;
+        }
+        let total = self.options.fault_steps + self.options.heal_steps;
+        while self.step < total {
+            self.step += 1;
+            let healing = self.step > self.options.fault_steps;
+            if healing && self.heal_at.is_none() {
+                self.heal();
+            }
+            self.one_step(healing).map_err(|v| self.fail(v))?;
+        }
+        self.check_converged().map_err(|v| self.fail(v))?;
+        self.report.committed = self.oracle.committed();
+        self.report.epochs = self.oracle.epochs();
+        self.report.delivered = self.net.delivered;
+        self.report.acked_writes = self.clients.iter().map(Client::acked_count).sum();
+        Ok(self.report)
+    }
+
+    fn boot(&mut self, id: ServerId) -> Result<(), Violation> {
+        let config = self.replica_config(id);
+        let now = self.now_ms();
+        let node = self.nodes.get_mut(&id).expect("node exists");
+        let recovered =
+            node.storage.recover().map_err(|e| Violation::NoProgress(format!("recovery of {id} failed: {e}")))?;
+        let snapshot_zxid = recovered.snapshot_zxid();
+        let mut replica = Replica::new(config, recovered, now);
+        if node.disk_low_until > self.step {
+            replica.handle(Input::DiskSpace { low: true });
+        }
+        node.replica = Some(replica);
+        node.unflushed = None;
+        node.restart_at = None;
+        self.oracle.resume(id, snapshot_zxid)?;
+        self.drain(id)
+    }
+
+    /// Whether `id` is paused now (see [`Node::paused`]).
+    fn is_paused(&self, id: ServerId) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.paused && n.stalled_until > self.step && n.replica.is_some())
+    }
+
+    /// Resumes the paused replicas whose pause is over: first the client
+    /// requests that waited for them, as a resumed process reads its
+    /// sockets, before anything else happens to them.
+    fn resume_paused(&mut self) -> Result<(), Violation> {
+        let over: Vec<ServerId> = self
+            .nodes
+            .values()
+            .filter(|n| (n.paused || !n.held_requests.is_empty()) && !self.is_paused(n.id))
+            .map(|n| n.id)
+            .collect();
+        for id in over {
+            let Some(node) = self.nodes.get_mut(&id) else { continue };
+            node.paused = false;
+            let held = std::mem::take(&mut node.held_requests);
+            let Some(replica) = node.replica.as_mut() else { continue };
+            for input in held {
+                replica.handle(input);
+            }
+            self.drain(id)?;
+        }
+        Ok(())
+    }
+
+    fn heal(&mut self) {
+        self.heal_at = Some(self.step);
+        self.net.heal();
+        for node in self.nodes.values_mut() {
+            node.stalled_until = 0;
+            node.slow_until = 0;
+        }
+        let down: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_none()).map(|n| n.id).collect();
+        for id in down {
+            if let Some(node) = self.nodes.get_mut(&id) {
+                node.restart_at = Some(self.step);
+            }
+        }
+    }
+
+    fn faults(&self, healing: bool) -> Faults {
+        if healing || self.step < self.calm_until {
+            Faults::none()
+        } else {
+            self.options.faults
+        }
+    }
+
+    fn one_step(&mut self, healing: bool) -> Result<(), Violation> {
+        // Restarts that are due.
+        let due: Vec<ServerId> =
+            self.nodes.values().filter(|n| n.restart_at.is_some_and(|at| at <= self.step)).map(|n| n.id).collect();
+        for id in due {
+            self.boot(id)?;
+        }
+        self.resume_paused()?;
+        // Messages.
+        for m in self.net.due(self.step) {
+            if self.is_paused(m.to) {
+                self.net.delay(m, self.step + 1);
+                continue;
+            }
+            let Some(replica) = self.nodes.get_mut(&m.to).and_then(|n| n.replica.as_mut()) else { continue };
+            replica.handle(Input::Peer { from: m.from, msg: m.msg });
+            self.drain(m.to)?;
+        }
+        // Storage flushes.
+        let ids: Vec<ServerId> = self.nodes.keys().copied().collect();
+        for &id in &ids {
+            let slow = self.nodes[&id].slow_until > self.step;
+            let chance = if healing {
+                1.0
+            } else if slow {
+                SLOW_FLUSH
+            } else {
+                self.options.flush
+            };
+            let flush = self.rng.random_bool(chance) && !self.is_paused(id);
+            let node = self.nodes.get_mut(&id).expect("node exists");
+            if let (true, Some(seq), Some(_)) = (flush, node.unflushed, node.replica.as_ref()) {
+                let calm = self.step < self.calm_until;
+                if !healing
+                    && !calm
+                    && self.options.disk_fault > 0.0
+                    && self.later_faults.random_bool(self.options.disk_fault)
+                {
+                    self.disk_failed(id);
+                    continue;
+                }
+                node.storage.flush().map_err(|e| Violation::NoProgress(format!("flush failed: {e}")))?;
+                node.unflushed = None;
+                if let Some(replica) = node.replica.as_mut() {
+                    replica.handle(Input::Persisted { seq });
+                }
+                self.drain(id)?;
+            }
+        }
+        self.disks_recover(healing);
+        // Ticks.
+        if self.step.is_multiple_of(STEPS_PER_TICK) {
+            let now_ms = self.now_ms();
+            let step = self.step;
+            for &id in &ids {
+                let node = self.nodes.get_mut(&id).filter(|n| n.stalled_until <= step);
+                if let Some(replica) = node.and_then(|n| n.replica.as_mut()) {
+                    replica.handle(Input::Tick { now_ms });
+                    self.drain(id)?;
+                }
+            }
+        }
+        self.client_step(healing)?;
+        if !healing {
+            self.inject_faults();
+        }
+        self.check_liveness()?;
+        self.check_step()
+    }
+
+    /// Carries out a replica's outputs until it has none.
+    fn drain(&mut self, id: ServerId) -> Result<(), Violation> {
+        for _ in 0..10_000 {
+            let now = self.step;
+            let Some(node) = self.nodes.get_mut(&id) else { return Ok(()) };
+            let Some(replica) = node.replica.as_mut() else { return Ok(()) };
+            let outputs = replica.take_outputs();
+            let applied = replica.drain_applied();
+            for record in applied {
+                match record {
+                    AppliedRecord::Entry(zxid, txn) => self.oracle.applied(id, zxid, &txn)?,
+                    AppliedRecord::Snapshot(zxid) => self.oracle.resume(id, zxid)?,
+                }
+            }
+            if outputs.is_empty() {
+                return Ok(());
+            }
+            let faults = self.faults(self.heal_at.is_some());
+            let slow = |sim: &Simulation, n: ServerId| sim.nodes.get(&n).is_some_and(|n| n.slow_until > now);
+            for output in outputs {
+                match output {
+                    Output::Zab(Io::Send { to, msg }) => {
+                        let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
+                        self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg)
+                    }
+                    Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
+                        // As the server does: the entries, or where the log now starts.
+                        let node = self.nodes.get_mut(&id).expect("node exists");
+                        match crate::storage::stored_proposals(&node.storage, epoch, after, &ranges, batch) {
+                            Ok(msgs) => {
+                                self.report.stored_diffs += 1;
+                                let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
+                                for msg in msgs {
+                                    self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg);
+                                }
+                            }
+                            Err((_, log_floor)) => {
+                                self.report.stored_reads_lost += 1;
+                                if let Some(r) = node.replica.as_mut() {
+                                    r.handle(Input::LogPurged { log_floor });
+                                }
+                            }
+                        }
+                    }
+                    Output::Zab(Io::Persist { seq, op }) => {
+                        let node = self.nodes.get_mut(&id).expect("node exists");
+                        node.storage
+                            .apply(&[op])
+                            .map_err(|e| Violation::NoProgress(format!("storage refused: {e}")))?;
+                        node.unflushed = Some(seq);
+                    }
+                    Output::Client { conn, msg } => {
+                        if let Some(client) = self.clients.iter_mut().find(|c| c.conn() == Some(conn)) {
+                            if let ClientMessage::Reply { zxid, .. } | ClientMessage::Connected { zxid, .. } = &msg {
+                                self.shown = self.shown.max(*zxid);
+                            }
+                            client.receive(msg)?;
+                        }
+                    }
+                    Output::TakeSnapshot { state } => {
+                        let zxid = state.last_zxid();
+                        let fails = self.options.snapshot_fault > 0.0
+                            && self.heal_at.is_none()
+                            && self.later_faults.random_bool(self.options.snapshot_fault);
+                        if fails {
+                            self.report.snapshot_faults += 1;
+                            if let Some(r) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
+                                r.handle(Input::SnapshotFailed);
+                            }
+                            continue;
+                        }
+                        let (chunks, _) = snapshot::to_chunks(&state, 512);
+                        let node = self.nodes.get_mut(&id).expect("node exists");
+                        node.storage.save_snapshot(zxid, &chunks).map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        node.storage.purge(2).map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        let log_floor = node.storage.log_floor().map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        // Now and then an operator purges down to the newest
+                        // snapshot unannounced, so a DIFF from storage finds
+                        // its entries gone.
+                        if self.heal_at.is_none() && self.later_faults.random_bool(0.1) {
+                            node.storage.purge(1).map_err(|e| Violation::NoProgress(e.to_string()))?;
+                        }
+                        if let Some(r) = node.replica.as_mut() {
+                            r.handle(Input::SnapshotSaved { zxid, log_floor });
+                        }
+                    }
+                    Output::Status(status) => {
+                        if status.role == Role::Leading && status.serving {
+                            self.oracle.leader(status.epoch, id)?;
+                        }
+                    }
+                }
+            }
+        }
+        Err(Violation::NoProgress(format!("replica {id} kept producing outputs")))
+    }
+
+    fn client_step(&mut self, healing: bool) -> Result<(), Violation> {
+        // The last steps are quiet so that the final comparison sees a settled ensemble.
+        let total = self.options.fault_steps + self.options.heal_steps;
+        if self.step + 300 > total {
+            return Ok(());
+        }
+        let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
+        let probe = self.options.liveness.then(|| self.clients.len() - 1);
+        let healthy = self.healthy.as_ref().map(|(_, members)| members.clone()).unwrap_or_default();
+        for i in 0..self.clients.len() {
+            let action = if Some(i) == probe {
+                // The probe leaves a member outside the healthy quorum, as a
+                // client whose server stopped answering would.
+                if let Some(node) = self.clients[i].node().filter(|n| !healthy.contains(n)) {
+                    self.clients[i].node_crashed(node);
+                }
+                self.clients[i].next_action(&mut self.probe_rng, &healthy, self.next_conn, healing, self.shown)
+            } else {
+                self.clients[i].next_action(&mut self.rng, &up, self.next_conn, healing, self.shown)
+            };
+            let Some(action) = action else { continue };
+            if let workload::Action::Connect { .. } = action {
+                self.next_conn += 1;
+            }
+            let (node, input) = action.into_input();
+            if self.is_paused(node) {
+                if let Some(n) = self.nodes.get_mut(&node) {
+                    n.held_requests.push(input);
+                }
+                continue;
+            }
+            if let Some(replica) = self.nodes.get_mut(&node).and_then(|n| n.replica.as_mut()) {
+                replica.handle(input);
+                self.drain(node)?;
+            }
+        }
+        // Durability of what was just acknowledged.
+        let quorum = self.options.nodes as usize / 2 + 1;
+        if let Some(p) = probe {
+            if self.clients[p].has_new_acks() {
+                self.probe_acked_at = self.step;
+            }
+        }
+        let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
+        for path in acked {
+            let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
+            let durable = self.nodes.values().filter(|n| n.storage.durably_holds(zxid)).count();
+            if durable < quorum {
+                return Err(Violation::NotDurable { what: path, zxid, durable, quorum });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_step(&mut self) -> Result<(), Violation> {
+        if !self.step.is_multiple_of(self.options.digest_every) {
+            return Ok(());
+        }
+        for node in self.nodes.values_mut() {
+            if let Some(r) = &node.replica {
+                let state = r.tree().state();
+                // Hashing every node is most of a schedule's time; a tree
+                // that is still the very one checked last needs no new look.
+                if node.checked.as_ref().is_some_and(|last| last.same_as(state)) {
+                    continue;
+                }
+                self.oracle.digest(node.id, state.last_zxid(), state.digest())?;
+                node.checked = Some(state.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        let mut out = String::new();
+        for node in self.nodes.values() {
+            match &node.replica {
+                Some(r) => out.push_str(&format!(
+                    "\n  replica {}: {:?} accepted={} current={} logged={:?} committed={:?} applied={:?}",
+                    node.id,
+                    r.status(),
+                    r.zab().accepted_epoch(),
+                    r.zab().current_epoch(),
+                    r.zab().last_logged(),
+                    r.zab().last_committed(),
+                    r.tree().last_zxid()
+                )),
+                None => out.push_str(&format!("\n  replica {}: down", node.id)),
+            }
+            if node.slow_until > self.step {
+                out.push_str(&format!(" slow until step {}", node.slow_until));
+            }
+            if node.stalled_until > self.step {
+                let what = if node.paused { "paused" } else { "clock stalled" };
+                out.push_str(&format!(" {what} until step {}", node.stalled_until));
+            }
+        }
+        out
+    }
+
+    fn check_converged(&mut self) -> Result<(), Violation> {
+        self.converged().map_err(|v| match v {
+            Violation::NoProgress(m) => Violation::NoProgress(format!("{m}{}", self.describe())),
+            other => other,
+        })
+    }
+
+    fn converged(&mut self) -> Result<(), Violation> {
+        let mut points = Vec::new();
+        for node in self.nodes.values() {
+            let Some(r) = &node.replica else {
+                return Err(Violation::NoProgress(format!("replica {} is still down", node.id)));
+            };
+            if !r.status().serving {
+                return Err(Violation::NoProgress(format!("replica {} is not serving: {:?}", node.id, r.status())));
+            }
+            let state = r.tree().state();
+            self.oracle.digest(node.id, state.last_zxid(), state.digest())?;
+            points.push((node.id, state.last_zxid()));
+        }
+        let first = points[0].1;
+        if let Some((id, zxid)) = points.iter().find(|(_, z)| *z != first) {
+            return Err(Violation::NoProgress(format!(
+                "replica {id} stopped at {zxid:?}, replica {} at {first:?}",
+                points[0].0
+            )));
+        }
+        let leaders = self
+            .nodes
+            .values()
+            .filter(|n| n.replica.as_ref().is_some_and(|r| r.status().role == Role::Leading))
+            .count();
+        if leaders != 1 {
+            return Err(Violation::NoProgress(format!("{leaders} leaders after healing")));
+        }
+        for client in &self.clients {
+            for path in client.refused_paths() {
+                if let Some(node) = self
+                    .nodes
+                    .values()
+                    .find(|n| n.replica.as_ref().is_some_and(|r| r.tree().state().node(path).is_some()))
+                {
+                    return Err(Violation::NoProgress(format!(
+                        "{path} was refused for want of disk space, yet replica {} holds it",
+                        node.id
+                    )));
+                }
+            }
+            for path in client.acked_paths() {
+                for node in self.nodes.values() {
+                    let present = node.replica.as_ref().is_some_and(|r| r.tree().state().node(path).is_some());
+                    if !present {
+                        return Err(Violation::AckedNotCommitted(format!("{path} (missing on replica {})", node.id)));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,19 @@
+//! The process tests: real `zabkeeper` members (and `zkctl`) started on
+//! loopback, driven by our Rust client, a ZooKeeper client we did not write,
+//! and the command line. One test binary for all of them, so the server
+//! library is linked once, not once per file; a test that starts an ensemble
+//! takes `support::serial()` where timing matters.
+
+mod support;
+
+mod addresses;
+mod admin;
+mod client;
+mod curator;
+mod disk_faults;
+mod ensemble;
+mod hardening;
+mod server;
+mod tls;
+mod zkctl_io;
+mod zookeeper_compat;
