@@ -3,6 +3,9 @@
 
 use super::*;
 
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn seeds(default: u64) -> Vec<u64> {
     if let Ok(seed) = std::env::var("SIM_SEED") {
         return vec![seed.parse().expect("SIM_SEED is a number")];
@@ -17,27 +20,44 @@ fn run_all(nodes: u64, default: u64) {
         let filter = if filter == "1" { "info".to_string() } else { filter };
         let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
     }
-    let mut total = Report::default();
     let seeds = seeds(default);
-    for &seed in &seeds {
-        match Simulation::new(seed, Options::faulty(nodes)).run() {
-            Ok(r) => {
-                total.committed += r.committed;
-                total.crashes += r.crashes;
-                total.partitions += r.partitions;
-                total.stalls += r.stalls;
-                total.pauses += r.pauses;
-                total.disk_faults += r.disk_faults;
-                total.snapshot_faults += r.snapshot_faults;
-                total.slow += r.slow;
-                total.disk_low += r.disk_low;
-                total.liveness_checks += r.liveness_checks;
-                total.acked_writes += r.acked_writes;
-                total.epochs += r.epochs;
-                total.stored_diffs += r.stored_diffs;
-                total.stored_reads_lost += r.stored_reads_lost;
+    // Schedules are independent: every core takes its share, in order, and
+    // the first failure (by seed order) is the one reported.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(seeds.len().max(1));
+    let reports: Vec<Result<Vec<Report>, Failure>> = std::thread::scope(|scope| {
+        let share = seeds.len().div_ceil(threads);
+        let workers: Vec<_> = seeds
+            .chunks(share.max(1))
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter().map(|&seed| Simulation::new(seed, Options::faulty(nodes)).run()).collect()
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().expect("a schedule's thread panicked")).collect()
+    });
+    let mut total = Report::default();
+    for part in reports {
+        match part {
+            Ok(runs) => {
+                for r in runs {
+                    total.committed += r.committed;
+                    total.crashes += r.crashes;
+                    total.partitions += r.partitions;
+                    total.stalls += r.stalls;
+                    total.pauses += r.pauses;
+                    total.disk_faults += r.disk_faults;
+                    total.snapshot_faults += r.snapshot_faults;
+                    total.slow += r.slow;
+                    total.disk_low += r.disk_low;
+                    total.liveness_checks += r.liveness_checks;
+                    total.acked_writes += r.acked_writes;
+                    total.epochs += r.epochs;
+                    total.stored_diffs += r.stored_diffs;
+                    total.stored_reads_lost += r.stored_reads_lost;
+                }
             }
-            Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test --lib sim::tests", f.seed),
+            Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test -p zabkeeper-sim --lib tests", f.seed),
         }
     }
     println!(

@@ -77,8 +77,8 @@ pub struct Config {
     /// The digest id (`user:base64 sha1`) whose holder is the superuser.
     pub super_digest: Option<String>,
     /// Record every change applied to the tree for [`Replica::drain_applied`]
-    /// (the simulation's oracle checks them); off in a server, where nothing
-    /// would drain them.
+    /// (the simulation's oracle checks them) and keep the tree's digest up to
+    /// date; off in a server, where nothing would drain them.
     pub record_applied: bool,
 }
 
@@ -225,10 +225,14 @@ impl Replica {
     /// A replica from what storage recovered. `start_ms` seeds session ids.
     pub fn new(config: Config, recovered: Recovered, start_ms: i64) -> Replica {
         let snapshot_zxid = recovered.snapshot_zxid();
-        let tree = match recovered.snapshot {
+        let mut tree = match recovered.snapshot {
             Some(state) => DataTree::from_state(state),
             None => DataTree::new(),
         };
+        if config.record_applied {
+            // The simulation checks every replica's digest often.
+            tree.track_digest();
+        }
         let durable = zab::Durable {
             accepted_epoch: recovered.accepted_epoch,
             current_epoch: recovered.current_epoch,

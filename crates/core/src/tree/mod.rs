@@ -133,7 +133,17 @@ impl DataTree {
     /// Replaces the replicated state (installing a leader's snapshot). Every
     /// local watch stays registered; the caller fires what it must.
     pub fn replace_state(&mut self, state: TreeState) {
+        let tracked = self.state.digest_tracked();
         *self = DataTree { watches: std::mem::take(&mut self.watches), ..DataTree::from_state(state) };
+        if tracked {
+            self.state.track_digest();
+        }
+    }
+
+    /// Keeps the state's digest up to date change by change from now on
+    /// (see [`TreeState::track_digest`]), across replaced states too.
+    pub fn track_digest(&mut self) {
+        self.state.track_digest();
     }
 
     /// The watches.

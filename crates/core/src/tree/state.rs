@@ -16,6 +16,10 @@ pub struct TreeState {
     pub(super) ttls: imbl::OrdSet<Arc<str>>,
     pub(super) last_zxid: Zxid,
     pub(super) data_bytes: u64,
+    /// The nodes' part of [`TreeState::digest`], kept up to date change by
+    /// change once [`TreeState::track_digest`] turned it on (the
+    /// simulation's checks; a server does not pay for it).
+    pub(super) nodes_digest: Option<u64>,
 }
 
 impl Default for TreeState {
@@ -49,6 +53,7 @@ impl TreeState {
             ttls: imbl::OrdSet::new(),
             last_zxid: Zxid::ZERO,
             data_bytes: 0,
+            nodes_digest: None,
         }
     }
 
@@ -70,14 +75,20 @@ impl TreeState {
         self.index_owner(path, stat.ephemeral_owner);
         self.data_bytes += data.len() as u64;
         // Parents come first, so no child is in yet.
-        self.nodes.insert(path, Znode::new(data, acl, stat, 0));
+        let node = Znode::new(data, acl, stat, 0);
+        self.digest_add(path, &node);
+        self.nodes.insert(path, node);
     }
 
     /// Counts `count` more children in the node at `parent`; false when there is none.
     pub(crate) fn add_children(&mut self, parent: &str, count: i32) -> bool {
+        let tracked = self.nodes_digest.is_some();
         match self.nodes.get_mut(parent) {
             Some(node) => {
+                let before = tracked.then(|| node_digest(parent, node));
                 node.add_child(count);
+                let after = tracked.then(|| node_digest(parent, node));
+                self.digest_change(before, after);
                 true
             }
             None => false,
@@ -206,42 +217,62 @@ impl TreeState {
     }
 
     /// A digest of the whole state (nodes and sessions), equal on replicas
-    /// that applied the same transactions. Order-independent over nodes.
+    /// that applied the same transactions. Order-independent over nodes (a
+    /// sum of one hash per node), so it can be kept up to date change by
+    /// change ([`TreeState::track_digest`]); otherwise every node is hashed.
     /// It finds divergence, not attacks: FxHash, several times faster than
-    /// SipHash, which made this most of a simulated schedule's time.
+    /// SipHash.
     pub fn digest(&self) -> u64 {
-        use std::hash::{Hash, Hasher as _};
-        let mut total: u64 = 0;
-        for (path, node) in self.nodes.iter() {
-            let mut h = rustc_hash::FxHasher::default();
-            path.hash(&mut h);
-            let stat = node.persisted();
-            node.data().hash(&mut h);
-            // Only null data adds to the hash, so digests of trees without
-            // it stay what they were.
-            if node.data_is_null() {
-                0xdau8.hash(&mut h);
-            }
-            stat.czxid.hash(&mut h);
-            stat.mzxid.hash(&mut h);
-            stat.ctime.hash(&mut h);
-            stat.mtime.hash(&mut h);
-            stat.version.hash(&mut h);
-            stat.cversion.hash(&mut h);
-            stat.aversion.hash(&mut h);
-            stat.ephemeral_owner.hash(&mut h);
-            stat.pzxid.hash(&mut h);
-            node.acl().hash(&mut h);
-            node.num_children().hash(&mut h);
-            total = total.wrapping_add(h.finish());
+        self.nodes_digest.unwrap_or_else(|| self.nodes_digest_in_full()) ^ self.sessions_digest()
+    }
+
+    /// [`TreeState::digest`] computed from every node, whether tracked or
+    /// not (what a tracked digest is checked against).
+    pub fn digest_in_full(&self) -> u64 {
+        self.nodes_digest_in_full() ^ self.sessions_digest()
+    }
+
+    /// From now on keeps the nodes' digest up to date with each change, so
+    /// [`TreeState::digest`] costs nothing: a hash of each node a change
+    /// touches (its data included), before and after. Clones carry it on.
+    pub fn track_digest(&mut self) {
+        if self.nodes_digest.is_none() {
+            self.nodes_digest = Some(self.nodes_digest_in_full());
         }
+    }
+
+    /// Whether the digest is tracked.
+    pub fn digest_tracked(&self) -> bool {
+        self.nodes_digest.is_some()
+    }
+
+    fn nodes_digest_in_full(&self) -> u64 {
+        self.nodes.iter().fold(0u64, |total, (path, node)| total.wrapping_add(node_digest(path, node)))
+    }
+
+    fn sessions_digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher as _};
         let mut h = rustc_hash::FxHasher::default();
         for (id, record) in self.sessions.iter() {
             id.hash(&mut h);
             record.timeout_ms.hash(&mut h);
             record.password.hash(&mut h);
         }
-        total ^ h.finish()
+        h.finish()
+    }
+
+    /// A node enters the tree.
+    fn digest_add(&mut self, path: &str, node: &Znode) {
+        if let Some(total) = self.nodes_digest.as_mut() {
+            *total = total.wrapping_add(node_digest(path, node));
+        }
+    }
+
+    /// A node's hash goes from `before` to `after` (None: absent).
+    fn digest_change(&mut self, before: Option<u64>, after: Option<u64>) {
+        if let Some(total) = self.nodes_digest.as_mut() {
+            *total = total.wrapping_sub(before.unwrap_or(0)).wrapping_add(after.unwrap_or(0));
+        }
     }
 
     pub(super) fn create(
@@ -259,9 +290,11 @@ impl TreeState {
         if path == "/" || self.nodes.contains(path) {
             return TxnResult::Error(ErrorCode::NodeExists);
         }
+        let tracked = self.nodes_digest.is_some();
         let Some(parent) = self.nodes.get_mut(parent_path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
+        let before = tracked.then(|| node_digest(parent_path, parent));
         parent.add_child(1);
         parent.update_stat(|stat| {
             if *parent_cversion > stat.cversion {
@@ -269,11 +302,14 @@ impl TreeState {
             }
             stat.pzxid = zxid.as_i64();
         });
+        let after = tracked.then(|| node_digest(parent_path, parent));
+        self.digest_change(before, after);
         let stat = StatPersisted::created(zxid.as_i64(), time_ms, *ephemeral_owner);
         self.index_owner(path, *ephemeral_owner);
         self.data_bytes += data.len() as u64;
         let node = Znode::new(data, acl, stat, 0);
         let full = node.stat();
+        self.digest_add(path, &node);
         self.nodes.insert(path, node);
         triggers.push(Trigger { path: path.clone(), event_type: EventType::NodeCreated });
         triggers.push(Trigger { path: parent_path.to_string(), event_type: EventType::NodeChildrenChanged });
@@ -295,14 +331,19 @@ impl TreeState {
             return TxnResult::Error(ErrorCode::NoNode);
         };
         self.data_bytes -= node.data().len() as u64;
+        let tracked = self.nodes_digest.is_some();
+        self.digest_change(tracked.then(|| node_digest(path, &node)), None);
         let parent_path = path::parent(path);
         if let Some(parent) = self.nodes.get_mut(parent_path) {
+            let before = tracked.then(|| node_digest(parent_path, parent));
             parent.add_child(-1);
             parent.update_stat(|stat| {
                 if zxid.as_i64() > stat.pzxid {
                     stat.pzxid = zxid.as_i64();
                 }
             });
+            let after = tracked.then(|| node_digest(parent_path, parent));
+            self.digest_change(before, after);
         }
         match EphemeralType::of(owner) {
             EphemeralType::Container => {
@@ -340,22 +381,58 @@ impl TreeState {
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> TxnResult {
+        let tracked = self.nodes_digest.is_some();
         let Some(node) = self.nodes.get_mut(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
+        let before = tracked.then(|| node_digest(path, node));
         self.data_bytes = self.data_bytes - node.data().len() as u64 + data.len() as u64;
         let persisted = StatPersisted { version, mtime: time_ms, mzxid: zxid.as_i64(), ..node.persisted() };
         *node = node.with_data(data, persisted);
         let stat = node.stat();
+        let after = tracked.then(|| node_digest(path, node));
+        self.digest_change(before, after);
         triggers.push(Trigger { path: path.to_string(), event_type: EventType::NodeDataChanged });
         TxnResult::DataSet(stat)
     }
 
     pub(super) fn set_acl(&mut self, path: &str, acl: SharedAcl, version: i32) -> TxnResult {
+        let tracked = self.nodes_digest.is_some();
         let Some(node) = self.nodes.get_mut(path) else {
             return TxnResult::Error(ErrorCode::NoNode);
         };
+        let before = tracked.then(|| node_digest(path, node));
         node.set_acl(acl, version);
-        TxnResult::AclSet(node.stat())
+        let stat = node.stat();
+        let after = tracked.then(|| node_digest(path, node));
+        self.digest_change(before, after);
+        TxnResult::AclSet(stat)
     }
+}
+
+/// One node's part of the tree's digest: its path, data and every
+/// persisted field.
+fn node_digest(path: &str, node: &Znode) -> u64 {
+    use std::hash::{Hash, Hasher as _};
+    let mut h = rustc_hash::FxHasher::default();
+    path.hash(&mut h);
+    let stat = node.persisted();
+    node.data().hash(&mut h);
+    // Only null data adds to the hash, so digests of trees without it stay
+    // what they were.
+    if node.data_is_null() {
+        0xdau8.hash(&mut h);
+    }
+    stat.czxid.hash(&mut h);
+    stat.mzxid.hash(&mut h);
+    stat.ctime.hash(&mut h);
+    stat.mtime.hash(&mut h);
+    stat.version.hash(&mut h);
+    stat.cversion.hash(&mut h);
+    stat.aversion.hash(&mut h);
+    stat.ephemeral_owner.hash(&mut h);
+    stat.pzxid.hash(&mut h);
+    node.acl().hash(&mut h);
+    node.num_children().hash(&mut h);
+    h.finish()
 }

@@ -416,3 +416,50 @@ fn null_data_reads_back_null_and_empty_reads_back_empty() {
     assert_eq!(digest_with(Data::NULL), digest_with(Data::NULL));
     assert_ne!(digest_with(Data::NULL), digest_with(Data::EMPTY), "the digest tells null from empty");
 }
+
+#[test]
+fn a_tracked_digest_stays_the_digest_of_every_node_through_every_kind_of_change() {
+    // The simulation checks the tracked digest every step: it must always be
+    // what hashing every node gives, whatever changed.
+    let mut t = T::new();
+    t.tree.track_digest();
+    let check = |t: &T, after: &str| {
+        let state = t.tree.state();
+        assert_eq!(state.digest(), state.digest_in_full(), "after {after}");
+    };
+    t.create("/a", 0, 1);
+    check(&t, "create");
+    t.create("/a/b", 0, 2);
+    t.create("/a/e", 0x0100_0000_0000_0001, 3);
+    check(&t, "creates under a parent");
+    t.apply(S, TxnBody::SetData { path: "/a/b".into(), data: Bytes::from_static(b"v1").into(), version: 1 });
+    check(&t, "setData");
+    t.apply(S, TxnBody::SetData { path: "/a/b".into(), data: crate::data::Data::NULL, version: 2 });
+    check(&t, "setData to null");
+    t.apply(S, TxnBody::SetAcl { path: "/a".into(), acl: Acl::read_unsafe(), version: 1 });
+    check(&t, "setACL");
+    t.apply(S, TxnBody::Delete { path: "/a/b".into() });
+    check(&t, "delete");
+    t.apply(
+        S,
+        TxnBody::Multi(vec![
+            TxnBody::Create {
+                path: "/m".into(),
+                data: Bytes::new().into(),
+                acl: Acl::open_unsafe(),
+                ephemeral_owner: 0,
+                parent_cversion: 4,
+            },
+            TxnBody::Delete { path: "/a/e".into() },
+        ]),
+    );
+    check(&t, "multi");
+    let (chunks, _) = crate::tree::snapshot::to_chunks(t.tree.state(), 64);
+    let loaded = crate::tree::snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).expect("load");
+    assert!(!loaded.digest_tracked(), "a loaded snapshot is not tracked");
+    assert_eq!(loaded.digest(), t.tree.state().digest(), "tracked or not, the same digest");
+    t.tree.replace_state(loaded);
+    assert!(t.tree.state().digest_tracked(), "a replaced state is tracked as the one before");
+    t.create("/after", 0, 5);
+    check(&t, "a create after a replaced state");
+}
