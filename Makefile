@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak soak-disk
+.PHONY: build-all docs openssl-package network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak soak-disk
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -16,6 +16,11 @@ endif
 
 build:
 	$(CARGO) build --release --bins
+
+## Builds every crate, binary, test and example of the workspace in the one
+## profile the tests, the simulation and the process tests share (CI's first step).
+build-all:
+	$(CARGO) build --workspace --all-targets
 
 ## Runs every test of every crate: unit, property, simulation and integration
 ## (real processes on loopback). The binaries are built first: the process
@@ -108,7 +113,7 @@ stop:
 ## debug binary: CRUD, watches, the Election and Lock recipes, and a session
 ## over TLS (certificates made with Debian's openssl).
 compat:
-	@$(MAKE) --no-print-directory debian-packages WHAT=openssl MARKERS=/usr/bin/openssl PACKAGES=openssl
+	@$(MAKE) --no-print-directory openssl-package
 	$(CARGO) build --bin zabkeeper
 	@py=$$(.ci/python-env | tail -n 1) && \
 		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper
@@ -121,6 +126,10 @@ side-by-side:
 	$(CARGO) build --bin zabkeeper
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## openssl, which the kazoo smoke test makes its certificates with.
+openssl-package:
+	@$(MAKE) --no-print-directory debian-packages WHAT=openssl MARKERS=/usr/bin/openssl PACKAGES=openssl
 
 ## strace, which integration-tests/storage_fsync.rs runs a writer under (it is
 ## skipped, saying why, without it; CI installs it).
@@ -195,6 +204,18 @@ fuzz:
 
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+
+## The book (docs/, mdBook from crates.io, installed under $(TARGET_DIR)/tools
+## on first use) into docs/book, then every relative link and anchor checked.
+## The configuration reference is checked against src/config by check-deploy.
+MDBOOK_VERSION ?= 0.5.4
+MDBOOK := $(TARGET_DIR)/tools/bin/mdbook
+docs: $(MDBOOK)
+	$(MDBOOK) build docs
+	python3 docs/check_links.py
+
+$(MDBOOK):
+	$(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search --root $(TARGET_DIR)/tools
 
 clean:
 	$(CARGO) clean

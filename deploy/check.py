@@ -48,6 +48,7 @@ from checks.compose import check_compose
 from checks.configs import Configs, config_keys
 from checks.dependencies import KUBERNETES_VALIDATE, ensure_dependencies
 from checks.docker import check_dockerfile
+from checks.docs import check_config_reference
 from checks.flags import Binaries, CommandLines
 from checks.kubernetes import check_kubernetes, kubernetes_validator
 from checks.live import check_probes_live, probe_worker
@@ -81,6 +82,7 @@ def main():
     report.section("config keys the server knows (src/config)")
     configs = Configs(report, config_keys(report), binaries)
     check_the_checks(report, configs.keys)
+    check_config_reference(report, configs.keys)
 
     report.section("Dockerfile")
     image, image_uid = check_dockerfile(report, lines, configs, probes)
