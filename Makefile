@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: build-all docs openssl-package network-tools test-multi-host check-deploy test-nemesis java-clients test-curator debian-packages build test fmt fmt-check lint bench fuzz run stop check-purity doc clean compat side-by-side zookeeper-package strace-package bench-failover bench-vs-zookeeper bench-ceiling soak soak-disk
+.PHONY: help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -14,28 +14,36 @@ else
 CONFIG ?= ensemble-configs/local-$(NODES).toml
 endif
 
+## Lists every target with one line on what it does.
+help:
+	@awk '/^## /{ if (!doc) doc = substr($$0, 4); next } /^[A-Z_]+ *[?:]?= /{ next } /^[a-z][a-z-]*:/{ if (doc) { split($$1, t, ":"); printf "  make %-19s %s\n", t[1], doc } doc = ""; next } { doc = "" }' $(MAKEFILE_LIST)
+
+## Builds the release binaries: zabkeeper and zkctl.
 build:
 	$(CARGO) build --release --bins
 
-## Builds every crate, binary, test and example of the workspace in the one
-## profile the tests, the simulation and the process tests share (CI's first step).
+## Builds every crate, binary and test in the one profile CI and the tests share.
+## (CI's first step: the process tests, the unit tests and the simulation at
+## scale then run on what it built.)
 build-all:
 	$(CARGO) build --workspace --all-targets
 
-## Runs every test of every crate: unit, property, simulation and integration
-## (real processes on loopback). The binaries are built first: the process
-## tests run zkctl, which is another package.
+## Runs every test of every crate (unit, property, simulation, real processes).
+## The binaries are built first: the process tests run zkctl, which is
+## another package.
 test:
 	$(CARGO) build --workspace --bins
 	$(CARGO) test --workspace --all-targets
 
-## The simulation at scale, in release mode: SIM_SEEDS seeded schedules of
-## 3 replicas and as many of 5 (CI runs 5000 of each). A failure prints
+## Runs the simulation at scale: SIM_SEEDS schedules of 3 and of 5 replicas.
+## SIM_SEEDS seeded schedules of 3 replicas and as many of 5 (CI runs 5000
+## of each), on every core, in the profile the tests share. A failure prints
 ## the seed that replays it.
 SIM_SEEDS ?= 5000
-soak:
-	SIM_SEEDS=$(SIM_SEEDS) $(CARGO) test --release -p zabkeeper-sim --lib tests -- --nocapture
+test-soak-sim:
+	SIM_SEEDS=$(SIM_SEEDS) $(CARGO) test -p zabkeeper-sim --lib tests -- --nocapture
 
+## Runs the nemesis: kill -9 and SIGSTOP under load, then checks the history.
 ## Consistency on real processes: clients on every member of a 3-member
 ## ensemble while a nemesis kill -9s and SIGSTOPs leaders and followers for
 ## NEMESIS_SECS seconds, then a full crash; the history is checked for
@@ -45,6 +53,7 @@ NEMESIS_SECS ?= 60
 test-nemesis:
 	NEMESIS_SECS=$(NEMESIS_SECS) $(CARGO) test --test nemesis -- --nocapture
 
+## Runs three members on three hosts in network namespaces, with link faults.
 ## Three members on three hosts (Linux network namespaces on a bridge the test
 ## makes; needs root), by host name, TLS on: a follower cut off, the leader
 ## isolated, a lossy and slow link, a rolling restart under load, members with
@@ -53,21 +62,26 @@ test-nemesis:
 test-multi-host: network-tools
 	$(CARGO) test --test multi_host -- --ignored --nocapture
 
+## Installs iproute2 and iptables (Debian) for test-multi-host.
 ## iproute2 (namespaces, veth, bridge, tc) and iptables, from Debian's packages.
 network-tools:
 	@$(MAKE) --no-print-directory debian-packages WHAT="network tools" \
 		MARKERS="/usr/sbin/ip /usr/sbin/tc /usr/sbin/iptables" PACKAGES="iproute2 iptables"
 
+## Formats the code (rustfmt).
 fmt:
 	$(CARGO) fmt
 
+## Checks the code is formatted.
 fmt-check:
 	$(CARGO) fmt --check
 
+## Runs clippy (warnings are errors) and check-purity.
 ## clippy with warnings as errors, plus the purity rule of the deterministic core.
 lint: check-purity
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+## Checks deploy/ (manifests, flags, configs, probes) against the binaries.
 ## Checks deploy/ against the binaries: every Kubernetes manifest against the
 ## Kubernetes schemas (kubernetes-validate from PyPI, into a venv under
 ## $(TARGET_DIR)), every flag and variable the Dockerfile, compose file,
@@ -78,6 +92,7 @@ check-deploy:
 	$(CARGO) build --bins
 	python3 deploy/check.py --zabkeeper $(TARGET_DIR)/debug/zabkeeper --zkctl $(TARGET_DIR)/debug/zkctl --venv $(TARGET_DIR)/deploy-check-venv
 
+## Checks the pure core reaches no clock, I/O, threads or random-order hashing.
 ## The pure core (crates/core) cannot name tokio, tonic, sled or rand: its
 ## manifest lacks them. This checks what a manifest cannot: no impure crate
 ## reached through a dependency, and no clock, environment, file, socket,
@@ -87,6 +102,7 @@ check-purity:
 	python3 crates/core/purity.py
 	python3 crates/core/purity.py --self-test
 
+## Starts a local ensemble in the background (NODES=1, 3 or 5).
 ## Starts a local ensemble in the background (NODES=1, 3 or 5), data and logs under $(RUN_DIR)/.
 run: build
 	@if [ -s $(RUN_DIR)/pids ]; then echo "an ensemble is already running (make stop first)"; exit 1; fi
@@ -99,6 +115,7 @@ run: build
 	@target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings
 	@echo "try: target/release/zkctl --server $$(target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings | sed -n 's/^grpc: //p') ls /"
 
+## Stops the ensemble `make run` started.
 ## Stops the ensemble started by `make run` (SIGTERM: clean shutdown).
 stop:
 	@if [ -s $(RUN_DIR)/pids ]; then \
@@ -109,38 +126,48 @@ stop:
 		rm -f $(RUN_DIR)/pids; echo "stopped"; \
 	else echo "nothing running"; fi
 
+## Runs kazoo (Python) against a 3-member ensemble.
 ## kazoo (from PyPI, into a venv under .ci/) against a 3-member ensemble of the
 ## debug binary: CRUD, watches, the Election and Lock recipes, and a session
 ## over TLS (certificates made with Debian's openssl).
-compat:
+test-kazoo:
 	@$(MAKE) --no-print-directory openssl-package
 	$(CARGO) build --bin zabkeeper
 	@py=$$(.ci/python-env | tail -n 1) && \
 		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper
 
+## Compares zabkeeper with Apache ZooKeeper op by op, then through zkCli.sh.
 ## The same operations against Apache ZooKeeper (Debian's `zookeeper` package)
 ## and one zabkeeper server, compared op by op, then a scripted zkCli.sh session
 ## against both (a 3-member ensemble here); skipped, saying why, when the
 ## package is not installed (`make zookeeper-package` installs it).
-side-by-side:
+test-side-by-side:
 	$(CARGO) build --bin zabkeeper
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
 
+## Installs openssl (Debian) for test-kazoo.
 ## openssl, which the kazoo smoke test makes its certificates with.
 openssl-package:
 	@$(MAKE) --no-print-directory debian-packages WHAT=openssl MARKERS=/usr/bin/openssl PACKAGES=openssl
 
+## The same as test-soak-disk.
+## The same as test-soak-disk (the name issue 30 gave it).
+soak-disk: test-soak-disk
+
+## Installs strace (Debian) for the storage fsync test.
 ## strace, which integration-tests/storage_fsync.rs runs a writer under (it is
 ## skipped, saying why, without it; CI installs it).
 strace-package:
 	@$(MAKE) --no-print-directory debian-packages WHAT=strace MARKERS=/usr/bin/strace PACKAGES=strace
 
+## Installs Apache ZooKeeper (Debian) for the comparisons.
 ## Installs Debian's zookeeper package (as root, or with sudo when it asks no
 ## password); says why not when it cannot.
 zookeeper-package:
 	@$(MAKE) --no-print-directory debian-packages WHAT="zookeeper package" MARKERS=/usr/share/java/zookeeper.jar PACKAGES=zookeeper
 
+## Installs a JDK, Curator and zkCli.sh (Debian) for test-curator.
 ## Curator (Java), a JDK to compile against it, and zkCli.sh, from Debian's
 ## packages: what integration-tests/curator.rs needs (it is skipped, saying
 ## why, without them; CI installs them).
@@ -149,11 +176,13 @@ java-clients:
 		MARKERS="/usr/bin/javac /usr/share/java/curator-framework.jar /usr/share/java/curator-recipes.jar /usr/share/zookeeper/bin/zkCli.sh" \
 		PACKAGES="default-jdk-headless libcurator-framework-java libcurator-recipes-java zookeeper"
 
+## Runs Curator's recipes against a 3-member ensemble.
 ## Curator's recipes against a 3-member ensemble (needs `make java-clients`).
 test-curator:
 	$(CARGO) test --test integration curator:: -- --nocapture
 
 # apt-get install $(PACKAGES) unless every file of $(MARKERS) exists, as root or with password-less sudo.
+## Installs PACKAGES from Debian unless MARKERS exist (used by the above).
 debian-packages:
 	@if ls $(MARKERS) >/dev/null 2>&1; then echo "$(WHAT): already installed"; \
 	elif ! command -v apt-get >/dev/null 2>&1; then echo "$(WHAT): no apt-get here, not installed"; \
@@ -163,9 +192,11 @@ debian-packages:
 		|| echo "$(WHAT): apt-get install failed, not installed"; \
 	else echo "$(WHAT): not root and no password-less sudo, not installed"; fi
 
+## Runs the criterion micro-benchmarks.
 bench:
 	$(CARGO) bench -p zabkeeper-bench --bench core
 
+## Measures failover: kill -9 of the leader to the next acknowledged write.
 ## Failover time on release binaries: kill -9 of a 3-member ensemble's leader under a
 ## write load, to the first write of the new epoch acknowledged; each run and the median
 ## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
@@ -176,10 +207,12 @@ bench-failover:
 ## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side
 ## by side. BENCH_QUICK=1 for a short run. Not part of `make test`.
 BENCH_QUICK ?=
+## Benchmarks a 3-member ensemble against a 3-member Apache ZooKeeper.
 bench-vs-zookeeper:
 	$(CARGO) build --release --bin zabkeeper -p zabkeeper-bench --bin zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 
+## The same benchmark with our storage in memory: the write path's ceiling.
 ## The write path's ceiling: the same comparison with our members' storage in
 ## memory (crates/bench/src/bin/memory_server.rs: no write, no fsync, NOT durable), so the
 ## figures say what everything but the disk costs. No scale phase.
@@ -187,14 +220,16 @@ bench-ceiling:
 	$(CARGO) build --release -p zabkeeper-bench --bin memory_server --bin zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/memory_server --load $(TARGET_DIR)/release/zk_load --znodes 0
 
+## Soaks one member's disk with 1.2 M overwrites; fails if it is not bounded.
 ## A member's disk over a long life: SOAK_WRITES (1.2 M) overwrites of 1 KiB
 ## values on 1 000 nodes, printing the data directory's size (log database,
 ## snapshots) beside what it holds as it goes; fails if it is not bounded.
 SOAK_WRITES ?= 1200000
-soak-disk:
+test-soak-disk:
 	$(CARGO) build --release --bin zabkeeper -p zabkeeper-bench --bin zk_load
 	SOAK_WRITES=$(SOAK_WRITES) python3 integration-tests/soak_disk.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 
+## Fuzzes the wire decoders for FUZZ_SECONDS (cargo-fuzz).
 ## Fuzzes the wire decoders (libFuzzer via cargo-fuzz) for FUZZ_SECONDS. libFuzzer needs
 ## -Zsanitizer, which RUSTC_BOOTSTRAP=1 allows on the stable toolchain.
 FUZZ_SECONDS ?= 30
@@ -202,9 +237,11 @@ fuzz:
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz
 	RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=crates/fuzz/target $(CARGO) fuzz run --fuzz-dir crates/fuzz frame_decode -- -max_total_time=$(FUZZ_SECONDS)
 
+## Builds the API docs of every crate (warnings are errors).
 doc:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
 
+## Builds the book (docs/) and checks its links.
 ## The book (docs/, mdBook from crates.io, installed under $(TARGET_DIR)/tools
 ## on first use) into docs/book, then every relative link and anchor checked.
 ## The configuration reference is checked against src/config by check-deploy.
@@ -217,6 +254,7 @@ docs: $(MDBOOK)
 $(MDBOOK):
 	$(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search --root $(TARGET_DIR)/tools
 
+## Removes build output and the local ensemble's data.
 clean:
 	$(CARGO) clean
 	rm -rf $(RUN_DIR)

@@ -9,9 +9,6 @@
 //! connection loss, timeout, session expired), 130 interrupted while waiting.
 
 mod admin;
-mod admin_log;
-mod admin_show;
-mod admin_snapshot;
 mod commands;
 mod events;
 mod input;

@@ -45,12 +45,15 @@ mod conformance;
 mod durable;
 mod runs;
 mod snapshots;
+mod upgrade;
 
 pub use snapshots::snapshot_dir_name;
 use snapshots::Snapshots;
 pub(crate) use snapshots::SNAPSHOT_DIR;
 #[cfg(test)]
-pub(crate) use snapshots::{chunk_key, chunk_tree, encode_marker, CHUNK_KEY, INSTALLING, MARKER_KEY};
+pub(crate) use snapshots::{chunk_tree, encode_marker, CHUNK_KEY, INSTALLING, MARKER_KEY};
+#[cfg(test)]
+pub(crate) use upgrade::chunk_key;
 
 /// Name of the log tree.
 pub(crate) const LOG_TREE: &str = "log";

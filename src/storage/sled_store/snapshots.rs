@@ -49,7 +49,7 @@ pub(crate) const SNAPSHOT_DIR: &str = "snapshots";
 /// Meta key (main database): a leader's snapshot at this zxid is being installed.
 pub(crate) const INSTALLING: &str = "installing";
 /// Key, in a snapshot database's default tree, of its format marker.
-const SNAPSHOT_FORMAT_KEY: &str = "format";
+pub(super) const SNAPSHOT_FORMAT_KEY: &str = "format";
 /// The format of one snapshot's database.
 const SNAPSHOT_FORMAT: &[u8] = b"zabkeeper-snapshot/1";
 /// Key, in a snapshot database's default tree, of its completion marker.
@@ -62,9 +62,6 @@ const NEW_SUFFIX: &str = ".new";
 const GONE_SUFFIX: &str = ".gone";
 /// Suffix of a replaced snapshot's directory being removed.
 const OLD_SUFFIX: &str = ".old";
-/// The format-3 snapshot database's format marker (all snapshots in one
-/// database, `snapshots` itself), upgraded at open.
-const ONE_DATABASE_FORMAT: &[u8] = b"zabkeeper-storage/3";
 
 /// The completion marker of a stored snapshot.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
@@ -90,7 +87,7 @@ impl Marker {
     }
 
     /// Reads a marker of either format.
-    fn decode(zxid: Zxid, value: &[u8]) -> Result<Marker, StorageError> {
+    pub(super) fn decode(zxid: Zxid, value: &[u8]) -> Result<Marker, StorageError> {
         // A first-format value is too short for the new fields, so it never
         // decodes as the new format.
         codec::decode_value::<Marker>(value)
@@ -114,14 +111,6 @@ impl Marker {
 #[cfg(test)]
 pub(crate) fn encode_marker(meta: &SnapshotMeta) -> Vec<u8> {
     codec::encode_value(&Marker::new(meta))
-}
-
-/// The key of one chunk in the format-3 database (and formats 1 and 2).
-pub(crate) fn chunk_key(zxid: Zxid, index: u32) -> [u8; 12] {
-    let mut key = [0; 12];
-    key[..8].copy_from_slice(&zxid.0.to_be_bytes());
-    key[8..].copy_from_slice(&index.to_be_bytes());
-    key
 }
 
 /// The name of chunk `index`'s tree in a snapshot's database.
@@ -211,7 +200,7 @@ struct Catalog {
 
 /// The snapshots of one store.
 pub(crate) struct Snapshots {
-    path: PathBuf,
+    pub(super) path: PathBuf,
     catalog: Mutex<Catalog>,
 }
 
@@ -285,7 +274,7 @@ impl Snapshots {
         Snapshots { path: store_dir.join(SNAPSHOT_DIR), catalog: Mutex::new(Catalog::default()) }
     }
 
-    fn dir_of(&self, zxid: Zxid) -> PathBuf {
+    pub(super) fn dir_of(&self, zxid: Zxid) -> PathBuf {
         self.path.join(snapshot_dir_name(zxid))
     }
 
@@ -384,7 +373,7 @@ impl Snapshots {
     /// there. A chunk source that fails leaves nothing behind that counts.
     /// `created_ms` is its time (now, or the time of the snapshot an
     /// upgrade copies). Returns its marker as stored.
-    fn write(
+    pub(super) fn write(
         &self,
         zxid: Zxid,
         chunks: &mut dyn Iterator<Item = Result<Bytes, StorageError>>,
@@ -525,102 +514,6 @@ impl SledStorage {
             self.snaps.insert(zxid, marker);
         }
         self.settle_install()
-    }
-
-    /// Upgrades format 3: every snapshot of the one database `snapshots`
-    /// moves into a database of its own beside it, then the old database's
-    /// files go (with whatever blob files it never gave back). Idempotent:
-    /// until the old `conf` goes (first of its files), the next open copies
-    /// what is not copied yet; after, it removes the rest of the old files.
-    pub(super) fn split_one_database(&self) -> Result<(), StorageError> {
-        let dir = self.snaps.path.clone();
-        let moved = {
-            let config = sled::Config::new().path(&dir).cache_capacity(CACHE_BYTES).flush_every_ms(None);
-            let old = guarded("open: opening the old snapshot database", || open_retrying(&config))?;
-            match old.get(SNAPSHOT_FORMAT_KEY).map_err(io("open: reading the old snapshot format"))? {
-                Some(found) if found.as_ref() == ONE_DATABASE_FORMAT => {}
-                found => {
-                    return Err(StorageError::NotAStore {
-                        path: dir.display().to_string(),
-                        reason: format!(
-                            "its snapshot database has format marker {:?}, expected {:?}",
-                            found.as_deref().map(String::from_utf8_lossy),
-                            String::from_utf8_lossy(ONE_DATABASE_FORMAT)
-                        ),
-                    })
-                }
-            }
-            let chunks = old.open_tree(CHUNK_TREE).map_err(io("open: old snapshot tree"))?;
-            let index = old.open_tree(INDEX_TREE).map_err(io("open: old snapshot index tree"))?;
-            self.copy_out(&chunks, &index)?
-        };
-        // The old database's files go; `conf` first, which says it is there.
-        for name in ["conf", "db", "blobs"] {
-            let path = dir.join(name);
-            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-            match removed {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(fs_io("open: removing the old snapshot database")(e)),
-            }
-        }
-        durable::sync_dir(&dir).map_err(fs_io("open: removing the old snapshot database"))?;
-        tracing::info!(snapshots = moved, dir = %dir.display(), "snapshots moved into a database each");
-        Ok(())
-    }
-
-    /// Writes each complete snapshot of an older layout's trees (`chunks`:
-    /// zxid ‖ index → chunk, `index`: zxid → marker) as a database of its
-    /// own, unless one is already there. Returns how many it wrote.
-    fn copy_out(&self, chunks: &sled::Tree, index: &sled::Tree) -> Result<usize, StorageError> {
-        let mut moved = 0;
-        for item in ordered(INDEX_TREE, "moving snapshots out", index.iter()) {
-            let (key, value) = item?;
-            let zxid = zxid_of(INDEX_TREE, &key)?;
-            if self.snaps.dir_of(zxid).is_dir() {
-                continue;
-            }
-            let marker = Marker::decode(zxid, &value)?;
-            let mut parts = (0..marker.chunks).map(|i| match chunks.get(chunk_key(zxid, i)) {
-                Ok(Some(chunk)) => Ok(Bytes::copy_from_slice(&chunk)),
-                Ok(None) => Err(StorageError::IncompleteSnapshot {
-                    zxid,
-                    reason: format!("chunk {i} of {} is missing", marker.chunks),
-                }),
-                Err(source) => Err(StorageError::Io { during: "moving snapshots out", source: source.into() }),
-            });
-            self.snaps.write(zxid, &mut parts, marker.created_ms)?;
-            moved += 1;
-        }
-        Ok(moved)
-    }
-
-    /// Moves the snapshots a store of format 1 or 2 kept in the log's
-    /// database into databases of their own. Idempotent: a crash part way
-    /// leaves the old trees, and the next open copies them again.
-    pub(super) fn move_snapshots_out(&self) -> Result<(), StorageError> {
-        if !self.holds_tree(CHUNK_TREE) && !self.holds_tree(INDEX_TREE) {
-            return Ok(());
-        }
-        let dir = &self.snaps.path;
-        std::fs::create_dir_all(dir).map_err(fs_io("open: creating the snapshot directory"))?;
-        durable::sync_dir(&self.path).map_err(fs_io("open: creating the snapshot directory"))?;
-        let old_chunks = self.db.open_tree(CHUNK_TREE).map_err(io("open: old snapshot tree"))?;
-        let old_index = self.db.open_tree(INDEX_TREE).map_err(io("open: old snapshot index tree"))?;
-        let moved = self.copy_out(&old_chunks, &old_index)?;
-        drop((old_chunks, old_index));
-        for name in [CHUNK_TREE, INDEX_TREE] {
-            self.db.drop_tree(name).map_err(io("open: dropping an old snapshot tree"))?;
-        }
-        self.flush_durably("open: flushing")?;
-        tracing::info!(snapshots = moved, dir = %dir.display(), "moved snapshots into databases of their own");
-        Ok(())
-    }
-
-    /// Whether the log's database holds the tree `name` (asked by name:
-    /// opening a tree sled lacks would create it).
-    pub(super) fn holds_tree(&self, name: &str) -> bool {
-        self.db.tree_names().iter().any(|n| n.as_ref() == name.as_bytes())
     }
 
     pub(super) fn lock_snapshots(&self) -> MutexGuard<'_, ()> {

@@ -2,8 +2,8 @@
 //! member's data directory), one entry in full, or the committed
 //! transactions as they happen.
 
-use crate::admin::{offline_error, parse_u64, rpc_error, Dialer};
-use crate::admin_show::{self as show, zxid};
+use super::show::{self as show, zxid};
+use super::{offline_error, parse_u64, rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

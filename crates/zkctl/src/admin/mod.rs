@@ -4,9 +4,13 @@
 //! followed live), snapshots (list, take, save, inspect, restore, purge),
 //! sessions, watches and members.
 
-use crate::admin_show::{self as show, table, zxid};
+mod log;
+mod show;
+mod snapshot;
+
 use crate::output::{Exit, Printer};
 use serde_json::json;
+use show::{table, zxid};
 use std::path::PathBuf;
 use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
@@ -44,7 +48,7 @@ pub enum AdminCommand {
     /// The ensemble's members and whether this one reaches each.
     Members,
     /// Transactions from the log, decoded and filtered.
-    Log(crate::admin_log::LogArgs),
+    Log(log::LogArgs),
     /// The snapshots kept on disk.
     Snapshots {
         /// Read a stopped member's data directory instead of asking a server.
@@ -53,7 +57,7 @@ pub enum AdminCommand {
     },
     /// Take, save, inspect or restore a snapshot.
     #[command(subcommand)]
-    Snapshot(crate::admin_snapshot::SnapshotCommand),
+    Snapshot(snapshot::SnapshotCommand),
     /// Keep the newest K snapshots; drop older ones and the log before them.
     Purge {
         /// Snapshots to keep (at least 1).
@@ -216,7 +220,7 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
                 out.line(&table(&["ID", "PEER", "GRPC", "ZOOKEEPER", "ADMIN", "REACHABLE"], &rows));
             }
         }
-        AdminCommand::Log(args) => return crate::admin_log::log_command(server, dialer, args, out).await,
+        AdminCommand::Log(args) => return log::log_command(server, dialer, args, out).await,
         AdminCommand::Snapshots { data_dir } => {
             let snapshots: Vec<pb::SnapshotInfo> = match data_dir {
                 Some(dir) => {
@@ -237,9 +241,7 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
                 out.line(&table(&show::SNAPSHOT_HEADER, &rows));
             }
         }
-        AdminCommand::Snapshot(command) => {
-            return crate::admin_snapshot::snapshot_command(server, dialer, command, out).await
-        }
+        AdminCommand::Snapshot(command) => return snapshot::snapshot_command(server, dialer, command, out).await,
         AdminCommand::Purge { keep } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.purge(pb::PurgeRequest { keep }).await.map_err(|e| rpc_error(server, "purge", e))?;

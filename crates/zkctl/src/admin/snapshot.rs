@@ -1,8 +1,8 @@
 //! `zkctl admin snapshot`: take one, save it to a file, look inside one (on
 //! a member, in a data directory or in a saved file), restore a member from one.
 
-use crate::admin::{offline_error, parse_u64, rpc_error, Dialer};
-use crate::admin_show::{self as show, table, zxid};
+use super::show::{self as show, table, zxid};
+use super::{offline_error, parse_u64, rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::PathBuf;
