@@ -14,6 +14,14 @@ else
 CONFIG ?= ensemble-configs/local-$(NODES).toml
 endif
 
+# Every debug-profile build and test names the whole workspace with its test
+# targets. Cargo picks a dependency's features from the packages and targets
+# a command selects, so `build --bins` or `test -p one-crate` would resolve
+# other features than `build-all` and compile much of the tree again (CI lost
+# four minutes to that). These spell the one resolution all targets share.
+BUILD_ALL = $(CARGO) build --workspace --all-targets
+TEST_WORKSPACE = $(CARGO) test --workspace
+
 ## Lists every target with one line on what it does.
 help:
 	@awk '/^## /{ if (!doc) doc = substr($$0, 4); next } /^[A-Z_]+ *[?:]?= /{ next } /^[a-z][a-z-]*:/{ if (doc) { split($$1, t, ":"); printf "  make %-19s %s\n", t[1], doc } doc = ""; next } { doc = "" }' $(MAKEFILE_LIST)
@@ -26,13 +34,13 @@ build:
 ## (CI's first step: the process tests, the unit tests and the simulation at
 ## scale then run on what it built.)
 build-all:
-	$(CARGO) build --workspace --all-targets
+	$(BUILD_ALL)
 
 ## Runs every test of every crate (unit, property, simulation, real processes).
 ## The binaries are built first: the process tests run zkctl, which is
 ## another package.
 test:
-	$(CARGO) build --workspace --bins
+	$(BUILD_ALL)
 	$(CARGO) test --workspace --all-targets
 
 ## Runs the simulation at scale: SIM_SEEDS schedules of 3 and of 5 replicas.
@@ -41,7 +49,7 @@ test:
 ## the seed that replays it.
 SIM_SEEDS ?= 5000
 test-soak-sim:
-	SIM_SEEDS=$(SIM_SEEDS) $(CARGO) test -p zabkeeper-sim --lib tests -- --nocapture
+	SIM_SEEDS=$(SIM_SEEDS) $(TEST_WORKSPACE) --lib -- --nocapture survive_faults
 
 ## Runs the nemesis: kill -9 and SIGSTOP under load, then checks the history.
 ## Consistency on real processes: clients on every member of a 3-member
@@ -51,7 +59,7 @@ test-soak-sim:
 ## for 15 s.)
 NEMESIS_SECS ?= 60
 test-nemesis:
-	NEMESIS_SECS=$(NEMESIS_SECS) $(CARGO) test --test nemesis -- --nocapture
+	NEMESIS_SECS=$(NEMESIS_SECS) $(TEST_WORKSPACE) --test nemesis -- --nocapture
 
 ## Runs three members on three hosts in network namespaces, with link faults.
 ## Three members on three hosts (Linux network namespaces on a bridge the test
@@ -60,7 +68,7 @@ test-nemesis:
 ## the wrong certificate. iptables (Debian's package) adds the loss and, with
 ## NFQUEUE, the delay where the kernel has no sch_netem.
 test-multi-host: network-tools
-	$(CARGO) test --test multi_host -- --ignored --nocapture
+	$(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture
 
 ## Installs iproute2 and iptables (Debian) for test-multi-host.
 ## iproute2 (namespaces, veth, bridge, tc) and iptables, from Debian's packages.
@@ -89,7 +97,7 @@ lint: check-purity
 ## src/config and the server itself, and the health checks and probes against
 ## live members in a private network namespace.
 check-deploy:
-	$(CARGO) build --bins
+	$(BUILD_ALL)
 	python3 deploy/check.py --zabkeeper $(TARGET_DIR)/debug/zabkeeper --zkctl $(TARGET_DIR)/debug/zkctl --venv $(TARGET_DIR)/deploy-check-venv
 
 ## Checks the pure core reaches no clock, I/O, threads or random-order hashing.
@@ -132,7 +140,7 @@ stop:
 ## over TLS (certificates made with Debian's openssl).
 test-kazoo:
 	@$(MAKE) --no-print-directory openssl-package
-	$(CARGO) build --bin zabkeeper
+	$(BUILD_ALL)
 	@py=$$(.ci/python-env | tail -n 1) && \
 		$$py integration-tests/kazoo_smoke.py --binary $(TARGET_DIR)/debug/zabkeeper
 
@@ -142,7 +150,7 @@ test-kazoo:
 ## against both (a 3-member ensemble here); skipped, saying why, when the
 ## package is not installed (`make zookeeper-package` installs it).
 test-side-by-side:
-	$(CARGO) build --bin zabkeeper
+	$(BUILD_ALL)
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
 
@@ -179,7 +187,7 @@ java-clients:
 ## Runs Curator's recipes against a 3-member ensemble.
 ## Curator's recipes against a 3-member ensemble (needs `make java-clients`).
 test-curator:
-	$(CARGO) test --test integration curator:: -- --nocapture
+	$(TEST_WORKSPACE) --test integration -- --nocapture curator::
 
 # apt-get install $(PACKAGES) unless every file of $(MARKERS) exists, as root or with password-less sudo.
 ## Installs PACKAGES from Debian unless MARKERS exist (used by the above).

@@ -222,9 +222,14 @@ impl Storage for MemStorage {
         };
         let kept = state.snapshots.split_off(&oldest_kept);
         let snapshots_removed = std::mem::replace(&mut state.snapshots, kept).len();
-        let (_, mut after) = state.log.split(&oldest_kept);
-        let entries_removed = state.log.len() - after.len();
-        std::mem::swap(&mut state.log, &mut after);
+        // Through the oldest kept snapshot (it holds that entry), as the sled
+        // store purges; entry by entry from the front: a purge removes about one snapshot
+        // interval, where `split` rebuilt the kept part node by node.
+        let mut entries_removed = 0;
+        while let Some(zxid) = state.log.get_min().map(|(zxid, _)| *zxid).filter(|zxid| *zxid <= oldest_kept) {
+            state.log.remove(&zxid);
+            entries_removed += 1;
+        }
         Ok(PurgeReport { snapshots_removed, entries_removed })
     }
 

@@ -187,7 +187,9 @@ impl Iterator for Chunks<'_> {
 
     fn next(&mut self) -> Option<Bytes> {
         if self.buffer.capacity() == 0 && !self.done {
-            self.buffer.reserve(self.chunk_bytes + 4096);
+            // Room for the record that crosses the limit, without a regrowth
+            // in the common case; small chunks (the simulation's) get small slack.
+            self.buffer.reserve(self.chunk_bytes + self.chunk_bytes.min(4096));
         }
         if self.nodes.is_none() {
             let state = self.state;

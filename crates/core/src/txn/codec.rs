@@ -72,9 +72,10 @@ pub fn encode_value_into<T: serde::Serialize + ?Sized>(value: &T, out: &mut Vec<
     let start = out.len();
     out.extend_from_slice(&[VERSION, 0, 0, 0, 0]);
     // Serializing our own plain data types into a Vec cannot fail: postcard
-    // only errors on unsupported types or a failing writer, and a Vec's
-    // `Write` never fails.
-    postcard::to_io(value, &mut *out).expect("postcard serializes plain data into a Vec");
+    // only errors on unsupported types or a failing writer, and extending a
+    // Vec never fails. `to_extend` pushes bytes straight into the Vec, where
+    // `to_io` made a `write_all` call (a memmove) of every varint.
+    *out = postcard::to_extend(value, std::mem::take(out)).expect("postcard serializes plain data into a Vec");
     let crc = crc32fast::hash(&out[start + HEADER_LEN..]);
     out[start + 1..start + HEADER_LEN].copy_from_slice(&crc.to_be_bytes());
 }
