@@ -204,12 +204,14 @@ debian-packages:
 bench:
 	$(CARGO) bench -p zabkeeper-bench --bench core
 
-## Measures failover: kill -9 of the leader to the next acknowledged write.
+## Measures failover, leadership transfer and rolling restarts.
 ## Failover time on release binaries: kill -9 of a 3-member ensemble's leader under a
 ## write load, to the first write of the new epoch acknowledged; each run and the median
 ## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
+## Then the longest pause of a 10 ms write probe during a leadership transfer, a
+## rolling restart by SIGTERM and a kill -9 of the leader, for 3 and 5 members.
 bench-failover:
-	$(CARGO) test --release --test integration -- --ignored --nocapture ensemble::failover_time
+	$(CARGO) test --release --test integration -- --ignored --nocapture ensemble::failover_time handover::write_pauses
 
 ## The same ZooKeeper-protocol load against a 3-member zabkeeper and a 3-member
 ## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side

@@ -27,17 +27,9 @@ use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::MultiOp;
 
-/// Runs `zkctl admin ARGS` against member `id` (bounded by its own timeouts).
+/// Runs `zkctl ARGS` against member `id`'s admin port.
 fn zkctl(ensemble: &Ensemble, id: u64, args: &[&str]) -> Output {
-    Command::new(cli_binary())
-        .arg("--admin")
-        .arg(ensemble.admin(id))
-        .arg("--timeout-ms")
-        .arg("5000")
-        .args(args)
-        .env_remove("ZKCTL_ADMIN_TOKEN")
-        .output()
-        .expect("run zkctl")
+    ensemble.zkctl(id, args)
 }
 
 /// The JSON documents `zkctl --json admin ARGS` printed, one per line; panics with its stderr on failure.

@@ -12,6 +12,7 @@ mod client;
 mod curator;
 mod disk_faults;
 mod ensemble;
+mod handover;
 mod hardening;
 mod server;
 mod tls;

@@ -295,7 +295,7 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
         let mut raw = PeerClient::new(channel);
         let claim = peer_pb::Notification {
             from: 2,
-            vote: Some(peer_pb::Vote { leader: 2, zxid: 0, epoch: 0 }),
+            vote: Some(peer_pb::Vote { leader: 2, zxid: 0, epoch: 0, nominated: false }),
             round: 1,
             state: peer_pb::PeerState::Looking as i32,
             accepted_epoch: 0,

@@ -9,7 +9,7 @@ use crate::ids::{Epoch, ServerId, Zxid};
 use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
 use crate::stats::ServerStats;
 use crate::storage::Storage;
-use crate::zab::{FollowerProgress, Status};
+use crate::zab::{FollowerProgress, Status, TransferError};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -44,6 +44,14 @@ pub enum Query {
     TakeSnapshot(oneshot::Sender<Result<Zxid, String>>),
     /// Details for four-letter words (`cons`, `wchs`, `dump`).
     Details(oneshot::Sender<Details>),
+    /// Hand leadership to a member (or the most caught-up one); answered
+    /// with the nominee once the hand-over has started.
+    TransferLeadership {
+        /// The member named, if any.
+        to: Option<ServerId>,
+        /// The nominee, or why there is none.
+        reply: oneshot::Sender<Result<ServerId, TransferError>>,
+    },
 }
 
 /// A replica's state, for the admin API and four-letter words.
@@ -91,6 +99,8 @@ pub struct StatusReport {
     pub disk_free_bytes: Option<u64>,
     /// Below `disk_reserve_bytes`: writes that grow the state are refused while leading.
     pub disk_low: bool,
+    /// The member a leader is handing leadership to, while it does.
+    pub transferring_to: Option<ServerId>,
 }
 
 /// Per-connection and per-session details.

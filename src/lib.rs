@@ -22,6 +22,7 @@
 //! - [`clock`], [`tls`], [`stats`]: the wall clock, TLS settings and request
 //!   statistics, leaves the rest shares.
 //! - [`handle`]: the narrow [`handle::Handle`] everything outside the owner task holds.
+//! - [`handover`]: leadership transfer as the admin API and shutdown use it.
 //! - [`server`]: the composition root: the owner task, the storage worker, startup and shutdown.
 //! - [`frontend`]: the client ports' shared session plumbing and the ZooKeeper port.
 //! - [`rpc`]: gRPC: the client session service, admin, the peer transport, protobuf conversions.
@@ -57,6 +58,7 @@ pub mod clock;
 pub mod config;
 pub mod frontend;
 pub mod handle;
+pub mod handover;
 pub mod metrics;
 pub mod rpc;
 pub mod server;

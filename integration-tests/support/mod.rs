@@ -328,6 +328,19 @@ impl Ensemble {
         self.members[id as usize - 1].ports.admin.to_string()
     }
 
+    /// Runs `zkctl --admin <member id's admin port> ARGS` (bounded by its own timeouts).
+    pub fn zkctl(&self, id: u64, args: &[&str]) -> std::process::Output {
+        Command::new(cli_binary())
+            .arg("--admin")
+            .arg(self.admin(id))
+            .arg("--timeout-ms")
+            .arg("5000")
+            .args(args)
+            .env_remove("ZKCTL_ADMIN_TOKEN")
+            .output()
+            .expect("run zkctl")
+    }
+
     /// The config path.
     pub fn config_path(&self) -> &Path {
         &self.config

@@ -402,6 +402,30 @@ impl pb::admin_server::Admin for AdminService {
                 .collect(),
         }))
     }
+
+    async fn transfer_leadership(
+        &self,
+        request: Request<pb::TransferLeadershipRequest>,
+    ) -> Result<Response<pb::TransferLeadershipReply>, Status> {
+        use crate::handover::{hand_over, HandoverError};
+        let r = request.into_inner();
+        let to = (r.to != 0).then_some(r.to);
+        let wait = Duration::from_millis(if r.wait_ms == 0 { 10_000 } else { u64::from(r.wait_ms) });
+        match hand_over(&self.handle, to, wait).await {
+            Ok(h) => Ok(Response::new(pb::TransferLeadershipReply {
+                from: h.from,
+                to: h.to,
+                took_ms: u64::try_from(h.took.as_millis()).unwrap_or(u64::MAX),
+            })),
+            Err(HandoverError::Stopped) => Err(unavailable()),
+            Err(e @ (HandoverError::NotLeader { .. } | HandoverError::Refused(_))) => {
+                Err(Status::failed_precondition(e.to_string()))
+            }
+            Err(e @ (HandoverError::Abandoned(_) | HandoverError::TimedOut(..))) => {
+                Err(Status::deadline_exceeded(e.to_string()))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub enum ConvertError {
 }
 
 fn vote_to_pb(v: Vote) -> pb::Vote {
-    pb::Vote { leader: v.leader, zxid: v.zxid.0, epoch: v.epoch }
+    pb::Vote { leader: v.leader, zxid: v.zxid.0, epoch: v.epoch, nominated: v.nominated }
 }
 
 /// A notification to protobuf; `None` if `msg` is not a notification.
@@ -58,7 +58,7 @@ pub fn notification_from_pb(n: &pb::Notification) -> Result<(ServerId, Message),
         pb::PeerState::Following => PeerState::Following,
         pb::PeerState::Leading => PeerState::Leading,
     };
-    let vote = Vote { epoch: v.epoch, zxid: Zxid(v.zxid), leader: v.leader };
+    let vote = Vote { epoch: v.epoch, zxid: Zxid(v.zxid), nominated: v.nominated, leader: v.leader };
     Ok((n.from, Message::Notification { round: n.round, vote, state }))
 }
 
@@ -180,6 +180,7 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
             one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0, probe: *probe }))
         }
         Message::Reply { epoch, payload } => one(*epoch, Kind::Reply(pb::Reply { payload: payload.to_vec() })),
+        Message::StepDown { epoch, to } => one(*epoch, Kind::StepDown(pb::StepDown { to: *to })),
         other => Err(ConvertError::WrongChannel(other.kind())),
     }
 }
@@ -220,6 +221,7 @@ impl LeaderStreamDecoder {
             Kind::Commit(c) => Message::Commit { epoch, zxid: Zxid(c.zxid) },
             Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed), probe: p.probe },
             Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload) },
+            Kind::StepDown(s) => Message::StepDown { epoch, to: s.to },
         };
         Ok(Some((m.from, msg)))
     }
@@ -263,8 +265,19 @@ mod tests {
             },
             Message::NewLeader { epoch: 4, zxid: Zxid::new(3, 3) },
             Message::Commit { epoch: 4, zxid: Zxid::new(4, 7) },
+            Message::StepDown { epoch: 4, to: 2 },
         ] {
             assert_eq!(round_trip_leader(msg.clone()), msg);
+        }
+    }
+
+    #[test]
+    fn a_nominated_vote_keeps_its_nomination() {
+        for nominated in [false, true] {
+            let vote = Vote { epoch: 3, zxid: Zxid::new(3, 9), nominated, leader: 2 };
+            let msg = Message::Notification { round: 7, vote, state: PeerState::Looking };
+            let pb = notification_to_pb(1, &msg).expect("a notification");
+            assert_eq!(notification_from_pb(&pb).expect("decodes"), (1, msg));
         }
     }
 

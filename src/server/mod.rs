@@ -325,6 +325,9 @@ impl Owner {
                 self.snapshot_waiters.push(reply);
                 self.replica.snapshot_now();
             }
+            Query::TransferLeadership { to, reply } => {
+                let _ = reply.send(self.replica.transfer_leadership(to));
+            }
             Query::Details(reply) => {
                 let tree = self.replica.tree();
                 let _ = reply.send(Details {
@@ -362,6 +365,7 @@ impl Owner {
             pending_syncs: r.pending_syncs(),
             disk_free_bytes: self.disk.free(),
             disk_low: self.disk.is_low(),
+            transferring_to: r.zab().transferring_to(),
         }
     }
 

@@ -20,6 +20,7 @@ mod faults;
 pub mod invariants;
 mod liveness;
 pub mod network;
+mod transfers;
 mod workload;
 
 #[cfg(test)]
@@ -101,6 +102,10 @@ pub struct Options {
     /// history (the replicas keep their digests up to date change by change,
     /// so every step costs little).
     pub digest_every: u64,
+    /// Chance per step that the leader is asked to hand leadership over (to
+    /// a member drawn at random, or to the one it finds most caught up), as
+    /// an operator or a SIGTERM does.
+    pub transfer: f64,
 }
 
 impl Options {
@@ -118,6 +123,7 @@ impl Options {
             snapshot_every: 40,
             snapshot_turns: false,
             digest_every: 1,
+            transfer: 0.0,
             ..Options::faulty(nodes)
         }
     }
@@ -143,6 +149,7 @@ impl Options {
             snapshot_every: 100,
             snapshot_turns: true,
             digest_every: 1,
+            transfer: 0.0004,
         }
     }
 }
@@ -180,6 +187,15 @@ pub struct Report {
     pub stored_diffs: usize,
     /// DIFFs from storage that found their entries purged.
     pub stored_reads_lost: usize,
+    /// Leadership transfers a leader started.
+    pub transfers: usize,
+    /// Transfers a leader refused (the target was itself or not synced).
+    pub transfers_refused: usize,
+    /// Transfers after which the nominee was the next leader.
+    pub handovers: usize,
+    /// Transfers after which another member led next (the nominee crashed,
+    /// was cut off, or the transfer was abandoned and a fault followed).
+    pub handovers_missed: usize,
 }
 
 /// A failed run: the seed to replay and what broke.
@@ -235,6 +251,10 @@ pub struct Simulation {
     next_conn: u64,
     /// The liveness probe's draws (a stream of its own, like `later_faults`).
     probe_rng: StdRng,
+    /// Leadership transfers' draws (a stream of its own, like `later_faults`).
+    transfer_rng: StdRng,
+    /// A transfer under way: its nominee, and the epoch it ends.
+    transfer_pending: Option<(ServerId, u32)>,
     /// Since when the current quorum has been healthy, and who is in it.
     healthy: Option<(u64, Vec<ServerId>)>,
     /// When the probe last had a write acknowledged.
@@ -264,6 +284,8 @@ impl Simulation {
             report: Report::default(),
             next_conn: 1,
             probe_rng: StdRng::seed_from_u64(seed ^ 0x9e0b_e000),
+            transfer_rng: StdRng::seed_from_u64(seed ^ 0x7a4f_e400),
+            transfer_pending: None,
             shown: Zxid::ZERO,
             healthy: None,
             probe_acked_at: 0,
@@ -474,6 +496,7 @@ impl Simulation {
         self.client_step(healing)?;
         if !healing {
             self.inject_faults();
+            self.maybe_transfer()?;
         }
         self.check_liveness()?;
         self.check_step()
@@ -568,6 +591,7 @@ impl Simulation {
                     Output::Status(status) => {
                         if status.role == Role::Leading && status.serving {
                             self.oracle.leader(status.epoch, id)?;
+                            self.transfer_landed(id, status.epoch);
                         }
                     }
                 }

@@ -55,6 +55,9 @@ fn run_all(nodes: u64, default: u64) {
                     total.epochs += r.epochs;
                     total.stored_diffs += r.stored_diffs;
                     total.stored_reads_lost += r.stored_reads_lost;
+                    total.transfers += r.transfers;
+                    total.handovers += r.handovers;
+                    total.handovers_missed += r.handovers_missed;
                 }
             }
             Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test -p zabkeeper-sim --lib tests", f.seed),
@@ -63,7 +66,7 @@ fn run_all(nodes: u64, default: u64) {
     println!(
         "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks ({} of them paused), \
          {} failed flushes, {} failed snapshots, {} slow members, {} disks short of space, {} liveness windows checked, \
-         {} DIFFs from storage, {} of them purged away",
+         {} DIFFs from storage, {} of them purged away, {} leadership transfers ({} to the nominee, {} elsewhere)",
         seeds.len(),
         total.committed,
         total.acked_writes,
@@ -78,7 +81,10 @@ fn run_all(nodes: u64, default: u64) {
         total.disk_low,
         total.liveness_checks,
         total.stored_diffs,
-        total.stored_reads_lost
+        total.stored_reads_lost,
+        total.transfers,
+        total.handovers,
+        total.handovers_missed
     );
     assert!(total.acked_writes > 0, "the workload made no progress at all");
 }
@@ -136,7 +142,8 @@ fn pinned_regression_seeds() {
     // Pinned seeds replay the schedules they were found with, in which
     // every member snapshotted after the same count.
     for (nodes, seed, bug) in SOAK_REGRESSIONS {
-        if let Err(f) = Simulation::new(seed, Options { snapshot_turns: false, ..Options::faulty(nodes) }).run() {
+        let options = Options { snapshot_turns: false, transfer: 0.0, ..Options::faulty(nodes) };
+        if let Err(f) = Simulation::new(seed, options).run() {
             panic!("regression ({bug}) is back: {f}");
         }
     }
@@ -146,7 +153,13 @@ fn pinned_regression_seeds() {
         }
     }
     for (nodes, seed, bug) in FAULTY_REGRESSIONS {
-        let options = Options { snapshot_every: 40, snapshot_turns: false, digest_every: 10, ..Options::faulty(nodes) };
+        let options = Options {
+            snapshot_every: 40,
+            snapshot_turns: false,
+            digest_every: 10,
+            transfer: 0.0,
+            ..Options::faulty(nodes)
+        };
         if let Err(f) = Simulation::new(seed, options).run() {
             panic!("regression ({bug}) is back: {f}");
         }
@@ -161,6 +174,24 @@ fn a_quiet_network_commits_everything() {
     assert_eq!(report.epochs, 1, "one leader for the whole run");
 }
 
+#[test]
+fn a_calm_ensemble_hands_leadership_to_every_nominee() {
+    for nodes in [3, 5] {
+        let report = Simulation::new(11, Options { transfer: 0.004, ..calm(nodes) }).run().unwrap();
+        assert!(report.transfers >= 5, "{report:?}");
+        assert_eq!(report.handovers_missed, 0, "with nothing failing, the nominee always leads next: {report:?}");
+        assert!(
+            report.handovers + 1 >= report.transfers,
+            "each transfer lands (the last may still be under way): {report:?}"
+        );
+        assert!(report.acked_writes > 50, "writes go on across the handovers: {report:?}");
+        println!(
+            "{nodes} members: {} transfers, {} handovers, {} epochs",
+            report.transfers, report.handovers, report.epochs
+        );
+    }
+}
+
 /// A network without faults and replicas that neither crash nor stall.
 fn calm(nodes: u64) -> Options {
     Options {
@@ -172,6 +203,7 @@ fn calm(nodes: u64) -> Options {
         disk_low: 0.0,
         disk_fault: 0.0,
         snapshot_fault: 0.0,
+        transfer: 0.0,
         ..Options::faulty(nodes)
     }
 }

@@ -366,6 +366,15 @@ impl Replica {
         true
     }
 
+    /// Hands leadership to `to` (or the most caught-up follower): see
+    /// [`Peer::transfer_leadership`]. Writes wait meanwhile; those already
+    /// proposed are committed and answered before this member steps down.
+    pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, zab::TransferError> {
+        let target = self.zab.transfer_leadership(to)?;
+        self.drain_zab();
+        Ok(target)
+    }
+
     fn emit(&mut self, conn: ConnId, msg: ClientMessage) {
         self.outputs.push(Output::Client { conn, msg });
     }

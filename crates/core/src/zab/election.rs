@@ -33,7 +33,7 @@ impl Election {
     /// An inert election, replaced at once in `Peer::new`.
     pub(super) fn placeholder() -> Election {
         Election {
-            vote: Vote { epoch: 0, zxid: crate::ids::Zxid::ZERO, leader: 0 },
+            vote: Vote::new(0, crate::ids::Zxid::ZERO, 0),
             received: BTreeMap::new(),
             out_of_election: BTreeMap::new(),
             quorum_since: None,

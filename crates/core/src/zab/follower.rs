@@ -191,6 +191,13 @@ impl Peer {
                 self.on_leader_commit(committed);
             }
             Message::Reply { payload, .. } => self.on_reply(payload),
+            Message::StepDown { to, .. } => {
+                if to == self.config.id {
+                    self.become_looking_nominating(to, "the leader handed leadership to us");
+                } else {
+                    self.become_looking("the leader stepped down for another member");
+                }
+            }
             _ => {}
         }
     }

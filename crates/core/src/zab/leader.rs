@@ -86,6 +86,32 @@ pub(super) struct Leader {
     probe_wanted: u64,
     probe_sent: u64,
     probe_confirmed: u64,
+    /// A leadership transfer under way: no new proposals meanwhile.
+    transfer: Option<Transfer>,
+}
+
+/// Leadership being handed to `to`, abandoned at `deadline` (in ticks).
+#[derive(Clone, Copy, Debug)]
+struct Transfer {
+    to: ServerId,
+    deadline: u64,
+}
+
+/// Why a leadership transfer cannot start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    /// Only an established leader can hand leadership over.
+    #[error("this member is not the established leader")]
+    NotLeader,
+    /// The member named is this leader itself.
+    #[error("member {0} already leads")]
+    AlreadyLeads(ServerId),
+    /// The member named is not a follower this leader has synced.
+    #[error("member {0} is not a synced follower of this leader")]
+    NotSynced(ServerId),
+    /// No follower is synced, so none could take over.
+    #[error("no follower is synced to take over")]
+    NoFollower,
 }
 
 impl Leader {
@@ -103,11 +129,17 @@ impl Leader {
             probe_wanted: 0,
             probe_sent: 0,
             probe_confirmed: 0,
+            transfer: None,
         }
     }
 
     pub(super) fn is_established(&self) -> bool {
         self.phase == Phase::Broadcast
+    }
+
+    /// The member leadership is being handed to, if any.
+    pub(super) fn transferring_to(&self) -> Option<ServerId> {
+        self.transfer.map(|t| t.to)
     }
 
     pub(super) fn is_tracking(&self, id: ServerId) -> bool {
@@ -203,6 +235,7 @@ impl Peer {
         }
         if self.leader().is_some_and(|l| l.phase == Phase::Broadcast) {
             self.try_commit();
+            self.check_transfer();
         }
     }
 
@@ -233,6 +266,59 @@ impl Peer {
             return;
         }
         self.ping_followers(committed);
+        self.check_transfer();
+    }
+
+    /// Leader: starts handing leadership to `to`, or to the most caught-up
+    /// synced follower. New proposals wait (see [`Peer::next_zxid`]); once the
+    /// target holds everything this leader logged and all of it is committed,
+    /// the leader tells its followers to look for a leader and nominates the
+    /// target, which the election then picks without waiting for a timeout.
+    /// Abandoned (proposals resume) if that does not happen within initLimit.
+    /// A second call retargets the transfer.
+    pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, TransferError> {
+        let (id, now, init_limit) = (self.config.id, self.now, self.config.init_limit_ticks);
+        let l = self.leader().filter(|l| l.is_established()).ok_or(TransferError::NotLeader)?;
+        let synced = |t: &Tracked| t.stage == Stage::Synced;
+        let target = match to {
+            Some(to) if to == id => return Err(TransferError::AlreadyLeads(id)),
+            Some(to) if l.followers.get(&to).is_some_and(synced) => to,
+            Some(to) => return Err(TransferError::NotSynced(to)),
+            None => l
+                .followers
+                .iter()
+                .filter(|(_, t)| synced(t))
+                .max_by_key(|(id, t)| (t.acked, **id))
+                .map(|(id, _)| *id)
+                .ok_or(TransferError::NoFollower)?,
+        };
+        l.transfer = Some(Transfer { to: target, deadline: now + init_limit });
+        tracing::info!(id, epoch = l.epoch, to = target, "handing leadership over");
+        self.check_transfer();
+        Ok(target)
+    }
+
+    /// Completes or abandons a transfer under way.
+    fn check_transfer(&mut self) {
+        let (last, committed, now) = (self.log.last_zxid(), self.committed, self.now);
+        let Some(l) = self.leader() else { return };
+        let Some(transfer) = l.transfer else { return };
+        let target = l.followers.get(&transfer.to).filter(|t| t.stage == Stage::Synced);
+        let caught_up = target.is_some_and(|t| t.acked >= last) && committed >= last;
+        if caught_up {
+            let epoch = l.epoch;
+            for to in l.broadcast_targets() {
+                self.send(to, Message::StepDown { epoch, to: transfer.to });
+            }
+            self.become_looking_nominating(transfer.to, "handed leadership over");
+        } else if target.is_none() || now > transfer.deadline {
+            l.transfer = None;
+            tracing::warn!(
+                epoch = l.epoch,
+                to = transfer.to,
+                "leadership transfer abandoned: the target did not catch up"
+            );
+        }
     }
 
     fn ping_followers(&mut self, committed: Zxid) {
@@ -326,6 +412,7 @@ impl Peer {
             }
             _ => {}
         }
+        self.check_transfer();
     }
 
     fn on_follower_info(&mut self, from: ServerId, accepted_epoch: Epoch) {

@@ -8,16 +8,28 @@ use crate::ids::{Epoch, ServerId, Zxid};
 use crate::txn::Entry;
 use bytes::Bytes;
 
-/// A vote in leader election: compared by (epoch, zxid, leader) in that order,
-/// which is ZooKeeper's `totalOrderPredicate` (the field order *is* the rule).
+/// A vote in leader election: compared by (epoch, zxid, nominated, leader) in
+/// that order, which is ZooKeeper's `totalOrderPredicate` with one tie-break
+/// added (the field order *is* the rule).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Vote {
     /// The candidate's currentEpoch.
     pub epoch: Epoch,
     /// The candidate's last logged zxid.
     pub zxid: Zxid,
+    /// The leader that stepped down named this candidate (leadership
+    /// transfer). It ranks below epoch and zxid, so it only picks among
+    /// candidates whose histories are equally recent: safety never rests on it.
+    pub nominated: bool,
     /// The candidate.
     pub leader: ServerId,
+}
+
+impl Vote {
+    /// A vote without a nomination.
+    pub fn new(epoch: Epoch, zxid: Zxid, leader: ServerId) -> Vote {
+        Vote { epoch, zxid, nominated: false, leader }
+    }
 }
 
 /// What a replica is doing, as told in its notifications.
@@ -196,6 +208,16 @@ pub enum Message {
         /// Opaque to Zab.
         payload: Bytes,
     },
+    /// The leader of `epoch` steps down to hand leadership to `to` (it holds
+    /// everything the leader logged): look for a leader now, without waiting
+    /// out syncLimit. ZooKeeper's followers learn the same from the leader's
+    /// closed socket.
+    StepDown {
+        /// The epoch that ends.
+        epoch: Epoch,
+        /// The member the leader nominates.
+        to: ServerId,
+    },
 }
 
 impl Message {
@@ -218,6 +240,7 @@ impl Message {
             Message::FollowerPing { .. } => "PING(follower)",
             Message::Forward { .. } => "REQUEST",
             Message::Reply { .. } => "REPLY",
+            Message::StepDown { .. } => "STEPDOWN",
         }
     }
 
@@ -239,7 +262,8 @@ impl Message {
             | Message::Ping { epoch, .. }
             | Message::FollowerPing { epoch, .. }
             | Message::Forward { epoch, .. }
-            | Message::Reply { epoch, .. } => Some(*epoch),
+            | Message::Reply { epoch, .. }
+            | Message::StepDown { epoch, .. } => Some(*epoch),
         }
     }
 
@@ -256,6 +280,7 @@ impl Message {
                 | Message::Commit { .. }
                 | Message::Ping { .. }
                 | Message::Reply { .. }
+                | Message::StepDown { .. }
         )
     }
 }
@@ -266,9 +291,18 @@ mod tests {
 
     #[test]
     fn votes_order_by_epoch_then_zxid_then_id() {
-        let v = |epoch, zxid, leader| Vote { epoch, zxid: Zxid(zxid), leader };
+        let v = |epoch, zxid, leader| Vote::new(epoch, Zxid(zxid), leader);
         assert!(v(2, 0, 1) > v(1, 100, 9), "a higher epoch wins over a higher zxid");
         assert!(v(1, 5, 1) > v(1, 4, 9), "then the higher zxid");
         assert!(v(1, 5, 2) > v(1, 5, 1), "then the higher id");
+    }
+
+    #[test]
+    fn a_nomination_breaks_ties_only_between_equally_recent_histories() {
+        let v = |epoch, zxid, leader| Vote::new(epoch, Zxid(zxid), leader);
+        let nominated = |epoch, zxid, leader| Vote { nominated: true, ..v(epoch, zxid, leader) };
+        assert!(nominated(1, 5, 1) > v(1, 5, 9), "among equal histories the nominee wins");
+        assert!(v(1, 6, 1) > nominated(1, 5, 9), "a longer history beats a nomination");
+        assert!(v(2, 0, 1) > nominated(1, 5, 9), "so does a later epoch");
     }
 }

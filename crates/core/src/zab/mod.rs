@@ -61,6 +61,7 @@ use bytes::Bytes;
 use election::Election;
 use follower::Follower;
 use leader::Leader;
+pub use leader::TransferError;
 use log::Log;
 pub use message::{EpochRange, Message, PeerState, Vote};
 pub use persist::{Durable, StorageOp};
@@ -285,6 +286,9 @@ pub enum ProposeError {
     /// This peer is not an established leader.
     #[error("not the established leader")]
     NotLeader,
+    /// This leader is handing leadership over: the next one takes the proposal.
+    #[error("leadership is being handed over")]
+    Transferring,
     /// Too many proposals are outstanding.
     #[error("too many outstanding proposals")]
     Busy,
@@ -439,6 +443,14 @@ impl Peer {
         &self.log
     }
 
+    /// The member a leader is handing leadership to, while it does.
+    pub fn transferring_to(&self) -> Option<ServerId> {
+        match &self.state {
+            State::Leading(l) => l.transferring_to(),
+            _ => None,
+        }
+    }
+
     /// Followers a leader currently counts as synced (empty otherwise).
     pub fn synced_followers(&self) -> Vec<ServerId> {
         match &self.state {
@@ -466,6 +478,9 @@ impl Peer {
         let State::Leading(leader) = &self.state else { return Err(ProposeError::NotLeader) };
         if !leader.is_established() {
             return Err(ProposeError::NotLeader);
+        }
+        if leader.transferring_to().is_some() {
+            return Err(ProposeError::Transferring);
         }
         let last = self.last_logged();
         if last.epoch() == leader.epoch && last.counter() == u32::MAX - 1 {
@@ -617,12 +632,23 @@ impl Peer {
     }
 
     fn own_vote(&self) -> Vote {
-        Vote { epoch: self.current_epoch, zxid: self.log.last_zxid(), leader: self.config.id }
+        Vote::new(self.current_epoch, self.log.last_zxid(), self.config.id)
     }
 
     /// Leaves any role for election. Unsent proposals are dropped from memory
     /// only if never handed to storage; logged ones stay (a later leader decides).
     fn become_looking(&mut self, why: &str) {
+        self.start_election(None, why);
+    }
+
+    /// Leaves any role for election, voting for `nominee` with a nomination
+    /// (see [`Vote::nominated`]): a leader handing over to a member that holds
+    /// its whole log, or that member itself. Its history is as recent as ours.
+    pub(super) fn become_looking_nominating(&mut self, nominee: ServerId, why: &str) {
+        self.start_election(Some(nominee), why);
+    }
+
+    fn start_election(&mut self, nominee: Option<ServerId>, why: &str) {
         tracing::info!(
             id = self.config.id,
             epoch = self.current_epoch,
@@ -640,7 +666,12 @@ impl Peer {
         self.deferred.clear();
         self.round += 1;
         self.decided = None;
-        let election = Election::new(self.own_vote(), self.config.id, self.now);
+        let own = self.own_vote();
+        let vote = match nominee {
+            Some(leader) => Vote { nominated: true, leader, ..own },
+            None => own,
+        };
+        let election = Election::new(vote, self.config.id, self.now);
         self.state = State::Looking(election);
         self.set_status(Status { role: Role::Looking, epoch: 0, leader: None, serving: false });
         self.broadcast_notification();

@@ -252,7 +252,7 @@ fn follower_promises_epoch_only_once_durable() {
     let mut peer = Peer::new(config(2, 3), Durable::default());
     peer.take_actions();
     // Peers 1 and 3 vote for 3 (highest id); 2 follows 3.
-    let vote = Vote { epoch: 0, zxid: Zxid::ZERO, leader: 3 };
+    let vote = Vote::new(0, Zxid::ZERO, 3);
     for from in [1, 3] {
         peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
     }
@@ -467,7 +467,7 @@ fn following_3(last: u32, epoch: Epoch) -> Peer {
     let durable = Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: Zxid::ZERO, entries };
     let mut peer = Peer::new(config(2, 3), durable);
     peer.take_actions();
-    let vote = Vote { epoch: 1, zxid: Zxid::new(1, 5), leader: 3 };
+    let vote = Vote::new(1, Zxid::new(1, 5), 3);
     for from in [1, 3] {
         peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
     }
@@ -507,7 +507,7 @@ fn t90_interrupted_snap_sync_loses_nothing() {
 fn snap_sync_installs_snapshot_and_entries_together() {
     let mut peer = Peer::new(config(2, 3), Durable::default());
     peer.take_actions();
-    let vote = Vote { epoch: 0, zxid: Zxid::ZERO, leader: 3 };
+    let vote = Vote::new(0, Zxid::ZERO, 3);
     for from in [1, 3] {
         peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
     }
@@ -799,7 +799,7 @@ fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
         let mut peer = Peer::new(config(3, 3), Durable::default());
         peer.take_actions();
         // 1's history is longer than 3's own, so 3 adopts 1's vote.
-        let vote = Vote { epoch: 1, zxid: Zxid::ZERO, leader: 1 };
+        let vote = Vote::new(1, Zxid::ZERO, 1);
         peer.handle(Input::Message {
             from: 1,
             msg: Message::Notification { round: 1, vote, state: PeerState::Looking },
@@ -812,7 +812,7 @@ fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
         peer.take_actions();
         peer
     };
-    let for_2 = Vote { epoch: 1, zxid: Zxid::ZERO, leader: 2 };
+    let for_2 = Vote::new(1, Zxid::ZERO, 2);
     let mut peer = following_1();
     peer.handle(Input::Message {
         from: 1,
@@ -867,3 +867,5 @@ fn a_follower_whose_disk_stalled_acknowledges_the_backlog_with_one_ack() {
         .collect();
     assert_eq!(acks, vec![(leader, prev)], "one ACK, of the newest entry");
 }
+
+mod transfer;

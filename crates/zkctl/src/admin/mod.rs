@@ -2,8 +2,9 @@
 //! session involved, or a stopped member's data directory (`--data-dir`):
 //! status of one member or all, the transaction log (paged, filtered,
 //! followed live), snapshots (list, take, save, inspect, restore, purge),
-//! sessions, watches and members.
+//! sessions, watches, members and leadership.
 
+mod leader;
 mod log;
 mod show;
 mod snapshot;
@@ -76,6 +77,9 @@ pub enum AdminCommand {
         #[arg(long)]
         by_path: bool,
     },
+    /// Hand leadership to another member.
+    #[command(subcommand)]
+    Leader(leader::LeaderCommand),
 }
 
 pub(crate) fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
@@ -253,6 +257,7 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
             }
         }
         AdminCommand::Sessions { all } => sessions(server, dialer, all, out).await?,
+        AdminCommand::Leader(command) => return leader::leader_command(server, dialer, command, out).await,
         AdminCommand::Watches { by_path } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.list_watches(pb::ListWatchesRequest {}).await;

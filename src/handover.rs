@@ -1,0 +1,82 @@
+//! Leadership hand-over as operators and shutdown use it: start a transfer
+//! on this member (the leader) and wait until the nominee leads, so the
+//! caller learns how it went rather than that it began.
+
+use crate::handle::{Event, Handle, Query};
+use crate::ids::{Epoch, ServerId};
+use crate::zab::{Role, TransferError};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// How often the wait looks at the replica's role.
+const POLL: Duration = Duration::from_millis(5);
+
+/// A completed hand-over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handover {
+    /// The member that led.
+    pub from: ServerId,
+    /// The member that leads now.
+    pub to: ServerId,
+    /// How long from the request until this member followed the new leader.
+    pub took: Duration,
+}
+
+/// Why a hand-over did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum HandoverError {
+    /// The transfer could not start (not the leader, no synced follower, ...).
+    #[error("{0}")]
+    Refused(#[from] TransferError),
+    /// This member is not the leader; `leader` is, if one is known.
+    #[error("member {me} does not lead{}", leader.map_or(String::new(), |l| format!(" (member {l} does)")))]
+    NotLeader {
+        /// This member.
+        me: ServerId,
+        /// The leader it knows of.
+        leader: Option<ServerId>,
+    },
+    /// The leader gave the transfer up: the nominee did not catch up within initLimit.
+    #[error("the transfer to member {0} was abandoned: it did not catch up in time")]
+    Abandoned(ServerId),
+    /// No new leader within the wait.
+    #[error("no leader was established within {0:?} of the hand-over to member {1}")]
+    TimedOut(Duration, ServerId),
+    /// The replica stopped.
+    #[error("the replica stopped")]
+    Stopped,
+}
+
+/// Hands leadership from this member to `to` (or the follower it finds most
+/// caught up) and waits up to `wait` for a new leader to be established.
+pub async fn hand_over(handle: &Handle, to: Option<ServerId>, wait: Duration) -> Result<Handover, HandoverError> {
+    let started = Instant::now();
+    let before = handle.status_report().await.ok_or(HandoverError::Stopped)?;
+    if before.status.role != Role::Leading {
+        return Err(HandoverError::NotLeader { me: before.id, leader: before.status.leader });
+    }
+    let (reply, answer) = oneshot::channel();
+    handle
+        .events
+        .send(Event::Query(Query::TransferLeadership { to, reply }))
+        .await
+        .map_err(|_| HandoverError::Stopped)?;
+    let nominee = answer.await.map_err(|_| HandoverError::Stopped)??;
+    let epoch: Epoch = before.status.epoch;
+    loop {
+        tokio::time::sleep(POLL).await;
+        let now = handle.status_report().await.ok_or(HandoverError::Stopped)?;
+        let status = now.status;
+        if status.role == Role::Leading && status.epoch == epoch && now.transferring_to.is_none() {
+            return Err(HandoverError::Abandoned(nominee));
+        }
+        if status.role == Role::Following && status.serving {
+            let to = status.leader.unwrap_or(nominee);
+            tracing::info!(from = before.id, to, ms = started.elapsed().as_millis() as u64, "leadership handed over");
+            return Ok(Handover { from: before.id, to, took: started.elapsed() });
+        }
+        if started.elapsed() > wait {
+            return Err(HandoverError::TimedOut(wait, nominee));
+        }
+    }
+}
