@@ -496,6 +496,8 @@ public class CuratorSuite {
 
     private static void persistentNode() throws Exception {
         CuratorFramework c = client();
+        AtomicLong lastStateChange = new AtomicLong(System.nanoTime());
+        c.getConnectionStateListenable().addListener((client, state) -> lastStateChange.set(System.nanoTime()));
         c.create().creatingParentsIfNeeded().forPath("/curator/members", b(""));
         PersistentNode node = new PersistentNode(c, CreateMode.EPHEMERAL, true, "/curator/members/me", b("here"));
         node.start();
@@ -520,6 +522,16 @@ public class CuratorSuite {
         check(stat != null && stat.getEphemeralOwner() == c.getZookeeperClient().getZooKeeper().getSessionId(),
             "the protected ephemeral is there, owned by the session");
         check(Arrays.equals(c.getData().forPath(node.getActualPath()), b("here")), "with its data");
+        // After a reconnect PersistentNode re-creates its node from Curator's
+        // connection-state thread, in the background. Closing while that
+        // create is still on its way races it inside Curator: the create can
+        // be sent after close()'s delete and put the node back (seen once in
+        // CI, under load). Let the reconnect's work finish first: the
+        // connection has been steady for 2 s.
+        long steadyBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (System.nanoTime() - lastStateChange.get() < TimeUnit.SECONDS.toNanos(2) && System.nanoTime() < steadyBy) {
+            Thread.sleep(100);
+        }
         String actual = node.getActualPath();
         node.close();
         // Closing deletes the node (in the background if it has to retry).
