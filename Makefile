@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
+.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -260,6 +260,9 @@ MDBOOK := $(TARGET_DIR)/tools/bin/mdbook
 docs: $(MDBOOK)
 	$(MDBOOK) build docs
 	python3 docs/check_links.py
+
+## Installs mdBook (for make docs) under $(TARGET_DIR)/tools.
+mdbook: $(MDBOOK)
 
 $(MDBOOK):
 	$(CARGO) install --locked mdbook --version $(MDBOOK_VERSION) --no-default-features --features search --root $(TARGET_DIR)/tools
