@@ -162,7 +162,7 @@ fn a_transfer_that_cannot_happen_says_why() {
     let out = zkctl(&ensemble, leader, &["leader", "transfer", "--to", "9"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("member 9 is not a synced follower"), "{err}");
+    assert!(err.contains("member 9 is not a synced voting follower"), "{err}");
     let out = zkctl(&ensemble, leader, &["leader", "transfer", "--to", &leader.to_string()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("already leads"));

@@ -14,6 +14,7 @@ mod disk_faults;
 mod ensemble;
 mod handover;
 mod hardening;
+mod observers;
 mod server;
 mod tls;
 mod zkctl_io;

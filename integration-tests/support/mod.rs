@@ -101,11 +101,13 @@ pub struct Settings {
     pub extra: String,
     /// A token the admin API demands.
     pub admin_token: Option<String>,
+    /// How many of the members (the last ids) are observers.
+    pub observers: usize,
 }
 
 impl Default for Settings {
     fn default() -> Settings {
-        Settings { size: 3, snapshot_every: 10_000, extra: String::new(), admin_token: None }
+        Settings { size: 3, snapshot_every: 10_000, extra: String::new(), admin_token: None, observers: 0 }
     }
 }
 
@@ -161,6 +163,9 @@ impl Ensemble {
                 ports.metrics,
                 data.display()
             ));
+            if i >= settings.size - settings.observers.min(settings.size) {
+                toml.push_str("role = \"observer\"\n");
+            }
             members.push(Member { id, ports, child: None });
         }
         let config = dir.path().join("ensemble.toml");

@@ -108,6 +108,29 @@ struct FileMember {
     admin_bind: Option<String>,
     metrics_bind: Option<String>,
     data_dir: Option<String>,
+    role: Option<String>,
+}
+
+/// Whether a member votes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemberRole {
+    /// Votes in elections and counts toward every quorum (ZooKeeper's participant).
+    #[default]
+    Participant,
+    /// Takes every commit, serves sessions, reads and watches and forwards
+    /// writes, but never votes nor counts toward a quorum (ZooKeeper's
+    /// observer, etcd's learner).
+    Observer,
+}
+
+impl MemberRole {
+    /// The name ZooKeeper's dynamic configuration uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberRole::Participant => "participant",
+            MemberRole::Observer => "observer",
+        }
+    }
 }
 
 /// One member of the ensemble.
@@ -135,6 +158,8 @@ pub struct Member {
     pub bind: Binds,
     /// Where its log and snapshots live.
     pub data_dir: PathBuf,
+    /// Voter or observer.
+    pub role: MemberRole,
 }
 
 impl Member {
@@ -593,8 +618,16 @@ impl ServerConfig {
                     ));
                 }
             }
+            let role = match m.role.as_deref() {
+                None | Some("participant") => MemberRole::Participant,
+                Some("observer") => MemberRole::Observer,
+                Some(other) => {
+                    return Err(invalid(key("role"), format!("{other:?} is neither \"participant\" nor \"observer\"")))
+                }
+            };
             members.push(Member {
                 id: m.id,
+                role,
                 peer_addr,
                 grpc_addr,
                 client_addr,
@@ -613,6 +646,9 @@ impl ServerConfig {
             }
         }
         check_distinct_ports(&members)?;
+        if !members.iter().any(|m| m.role == MemberRole::Participant) {
+            return Err(invalid("server.role", "every member is an observer: at least one must vote"));
+        }
         let id = pick_member(&members, sources)?;
         let tls = file.tls.as_ref().map(|t| t.resolve(id)).transpose()?;
         if tls.as_ref().is_some_and(|t| t.peer) {
@@ -651,6 +687,25 @@ impl ServerConfig {
     /// Whether the ensemble has a single member.
     pub fn standalone(&self) -> bool {
         self.members.len() == 1
+    }
+
+    /// The voting members' ids.
+    pub fn voters(&self) -> Vec<ServerId> {
+        self.members.iter().filter(|m| m.role == MemberRole::Participant).map(|m| m.id).collect()
+    }
+
+    /// The observers' ids.
+    pub fn observers(&self) -> Vec<ServerId> {
+        self.members.iter().filter(|m| m.role == MemberRole::Observer).map(|m| m.id).collect()
+    }
+
+    /// This member's role name as `srvr` and the admin API print it
+    /// ("observer" for an observer that follows).
+    pub fn role_name(&self, role: crate::zab::Role) -> &'static str {
+        if self.me().role == MemberRole::Observer && role == crate::zab::Role::Following {
+            return "observer";
+        }
+        role.name(self.standalone())
     }
 
     /// Whether a four-letter word is enabled.

@@ -77,7 +77,7 @@ fn serving_or(report: &StatusReport, f: impl FnOnce() -> String) -> String {
 }
 
 fn mode(handle: &Handle, report: &StatusReport) -> &'static str {
-    report.status.role.name(handle.config.standalone())
+    handle.config.role_name(report.status.role)
 }
 
 fn version_line() -> String {

@@ -133,7 +133,7 @@ impl pb::admin_server::Admin for AdminService {
         let last_snapshot_zxid = blocking(move || storage.snapshots()).await?.last().map_or(0, |s| s.zxid.0);
         Ok(Response::new(pb::StatusReply {
             server_id: r.id,
-            role: r.status.role.name(config.standalone()).into(),
+            role: config.role_name(r.status.role).into(),
             leader_id: r.status.leader.unwrap_or(0),
             accepted_epoch: r.accepted_epoch,
             current_epoch: r.current_epoch,

@@ -26,7 +26,7 @@ use crate::ids::ServerId;
 use crate::proto::peer as pb;
 use crate::replica::Input;
 use crate::tls::PeerTls;
-use crate::zab::{Message, Role, Status};
+use crate::zab::{Link, Message, Role, Status};
 use rustls_pki_types::CertificateDer;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -219,7 +219,7 @@ impl Transport {
                 let handle = self.handle.clone();
                 tokio::spawn(async move {
                     let _turn = dropped.turn.lock().await;
-                    handle.input(Input::PeerDisconnected { peer: to }).await;
+                    handle.input(Input::PeerDisconnected { peer: to, link: Link::FromFollower }).await;
                 });
             }
         }
@@ -284,7 +284,7 @@ async fn follow(
     if let Err(e) = outcome {
         tracing::debug!(leader, error = %e, "stream to leader ended");
     }
-    handle.input(Input::PeerDisconnected { peer: leader }).await;
+    handle.input(Input::PeerDisconnected { peer: leader, link: Link::ToLeader }).await;
 }
 
 /// Locks one of the service's maps. Each critical section leaves its map
@@ -407,7 +407,7 @@ impl pb::peer_server::Peer for PeerService {
                         // life could be proposed late, and its commit taken
                         // for a new request that reused its tag.
                         older.current.store(false, Ordering::Relaxed);
-                        if !handle.input(Input::PeerDisconnected { peer: from }).await {
+                        if !handle.input(Input::PeerDisconnected { peer: from, link: Link::FromFollower }).await {
                             break;
                         }
                     }
@@ -429,7 +429,7 @@ impl pb::peer_server::Peer for PeerService {
                             registry.remove(&f);
                         }
                     }
-                    handle.input(Input::PeerDisconnected { peer: f }).await;
+                    handle.input(Input::PeerDisconnected { peer: f, link: Link::FromFollower }).await;
                 }
             }
         });
@@ -510,7 +510,10 @@ mod tests {
         let (new_tx, _new_answers) = open_stream(&url).await;
         new_tx.send(ping(2)).await.expect("send on the new stream");
         assert!(
-            matches!(next_input(&mut inbox, 10).await, Some(Input::PeerDisconnected { peer: 2 })),
+            matches!(
+                next_input(&mut inbox, 10).await,
+                Some(Input::PeerDisconnected { peer: 2, link: Link::FromFollower })
+            ),
             "the reconnect ends what the follower did on its old stream, before its first new message"
         );
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(2));
@@ -523,7 +526,10 @@ mod tests {
         assert!(next_input(&mut inbox, 1).await.is_none(), "nothing more from member 2");
         drop(new_tx);
         assert!(
-            matches!(next_input(&mut inbox, 10).await, Some(Input::PeerDisconnected { peer: 2 })),
+            matches!(
+                next_input(&mut inbox, 10).await,
+                Some(Input::PeerDisconnected { peer: 2, link: Link::FromFollower })
+            ),
             "the end of the current stream is reported"
         );
     }

@@ -66,8 +66,8 @@ pub enum ServerError {
 
 /// The replica's settings from the server config.
 pub fn replica_config(config: &ServerConfig) -> replica::Config {
-    let voters = config.members.iter().map(|m| m.id).collect();
-    let mut c = replica::Config::new(config.id, voters, config.tick_ms);
+    let mut c = replica::Config::new(config.id, config.voters(), config.tick_ms);
+    c.zab.observers = config.observers();
     c.zab.init_limit_ticks = config.init_limit_ticks;
     c.zab.sync_limit_ticks = config.sync_limit_ticks;
     c.min_session_timeout_ms = config.min_session_timeout_ms;

@@ -7,6 +7,7 @@ use super::{Simulation, CALM, LIVENESS_STEPS, STEPS_PER_TICK};
 use crate::ids::ServerId;
 use crate::replica::Input;
 use crate::storage::Storage;
+use crate::zab::Link;
 use rand::Rng;
 
 impl Simulation {
@@ -56,7 +57,9 @@ impl Simulation {
         }
         let n = self.options.nodes as usize;
         let minority = (n - 1) / 2;
-        let down = self.nodes.values().filter(|n| n.replica.is_none()).count();
+        // Only voters count toward the minority that may be down (observers
+        // are victims too, but never hold up a quorum).
+        let down = self.nodes.values().filter(|n| n.replica.is_none() && n.id <= self.options.nodes).count();
         if down < minority && self.rng.random_bool(self.options.crash) {
             let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
             let victim = up[self.rng.random_range(0..up.len())];
@@ -158,9 +161,11 @@ impl Simulation {
         false
     }
 
+    /// Both streams between `at` and `peer` broke (whichever follows the other).
     fn disconnect(&mut self, at: ServerId, peer: ServerId) {
         if let Some(replica) = self.nodes.get_mut(&at).and_then(|n| n.replica.as_mut()) {
-            replica.handle(Input::PeerDisconnected { peer });
+            replica.handle(Input::PeerDisconnected { peer, link: Link::ToLeader });
+            replica.handle(Input::PeerDisconnected { peer, link: Link::FromFollower });
             let _ = self.drain(at);
         }
     }

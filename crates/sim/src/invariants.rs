@@ -24,6 +24,14 @@ pub enum Violation {
         /// The second.
         second: ServerId,
     },
+    /// An observer became leader (it never votes, so it must never lead).
+    #[error("an observer, replica {node}, leads epoch {epoch}")]
+    ObserverLeads {
+        /// The observer.
+        node: ServerId,
+        /// The epoch.
+        epoch: Epoch,
+    },
     /// Agreement: one zxid, two transactions.
     #[error("Agreement: replica {node} applied a different transaction at {zxid:?}")]
     Disagreement {

@@ -57,8 +57,10 @@ pub const LIVENESS_STEPS: u64 = 1000;
 /// The shape of one run.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Replicas (3 or 5).
+    /// Voting replicas (3 or 5), ids 1..=nodes.
     pub nodes: u64,
+    /// Observers besides them (they never vote), the ids after the voters'.
+    pub observers: u64,
     /// Steps with faults.
     pub fault_steps: u64,
     /// Steps after healing, to converge.
@@ -132,6 +134,7 @@ impl Options {
     pub fn faulty(nodes: u64) -> Options {
         Options {
             nodes,
+            observers: 0,
             fault_steps: 2500,
             heal_steps: 2500,
             clients: 4,
@@ -151,6 +154,13 @@ impl Options {
             digest_every: 1,
             transfer: 0.0004,
         }
+    }
+}
+
+impl Options {
+    /// Every member, voters and observers.
+    pub fn members(&self) -> u64 {
+        self.nodes + self.observers
     }
 }
 
@@ -292,7 +302,7 @@ impl Simulation {
             calm_until: 0,
             options,
         };
-        for id in 1..=sim.options.nodes {
+        for id in 1..=sim.options.members() {
             sim.nodes.insert(
                 id,
                 Node {
@@ -324,6 +334,7 @@ impl Simulation {
 
     fn replica_config(&self, id: ServerId) -> replica::Config {
         let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
+        c.zab.observers = (self.options.nodes + 1..=self.options.members()).collect();
         c.snapshot_every = self.options.snapshot_every;
         c.snapshot_turns = self.options.snapshot_turns;
         // Far fewer than a snapshot interval, so every DIFF of more than a
@@ -342,7 +353,7 @@ impl Simulation {
 
     /// Runs the fault phase, heals, and checks convergence.
     pub fn run(mut self) -> Result<Report, Failure> {
-        for id in 1..=self.options.nodes {
+        for id in 1..=self.options.members() {
             self.boot(id).map_err(|v| self.fail(v))?;
         }
         let total = self.options.fault_steps + self.options.heal_steps;
@@ -589,6 +600,9 @@ impl Simulation {
                         }
                     }
                     Output::Status(status) => {
+                        if status.role == Role::Leading && id > self.options.nodes {
+                            return Err(Violation::ObserverLeads { node: id, epoch: status.epoch });
+                        }
                         if status.role == Role::Leading && status.serving {
                             self.oracle.leader(status.epoch, id)?;
                             self.transfer_landed(id, status.epoch);
@@ -646,7 +660,8 @@ impl Simulation {
         let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
         for path in acked {
             let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
-            let durable = self.nodes.values().filter(|n| n.storage.durably_holds(zxid)).count();
+            let voters = self.nodes.values().filter(|n| n.id <= self.options.nodes);
+            let durable = voters.filter(|n| n.storage.durably_holds(zxid)).count();
             if durable < quorum {
                 return Err(Violation::NotDurable { what: path, zxid, durable, quorum });
             }

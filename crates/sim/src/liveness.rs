@@ -26,7 +26,8 @@ impl Simulation {
             .iter()
             .map(|&a| ids.iter().copied().filter(|&b| a == b || !self.net.is_cut(a, b)).collect::<Vec<_>>())
             .max_by_key(Vec::len)?;
-        (group.len() > self.options.nodes as usize / 2).then_some(group)
+        let voters = group.iter().filter(|id| **id <= self.options.nodes).count();
+        (voters > self.options.nodes as usize / 2).then_some(group)
     }
 
     /// Liveness: a quorum that stays up, connected and healthy for

@@ -174,6 +174,18 @@ fn a_quiet_network_commits_everything() {
     assert_eq!(report.epochs, 1, "one leader for the whole run");
 }
 
+/// Runs `default` schedules (or `SIM_SEEDS`) of 3 voters and 2 observers.
+#[test]
+fn observers_follow_every_commit_and_never_vote_under_faults() {
+    let seeds = seeds(30);
+    for &seed in &seeds {
+        let options = Options { observers: 2, ..Options::faulty(3) };
+        if let Err(f) = Simulation::new(seed, options).run() {
+            panic!("{f}\nreplay: SIM_SEED={} cargo test -p zabkeeper-sim --lib observers", f.seed);
+        }
+    }
+}
+
 #[test]
 fn a_calm_ensemble_hands_leadership_to_every_nominee() {
     for nodes in [3, 5] {

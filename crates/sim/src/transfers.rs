@@ -24,7 +24,7 @@ impl Simulation {
         let Some((leader, epoch)) = leader else { return Ok(()) };
         // Half the time the operator names a member (perhaps the leader
         // itself, or one that is down); otherwise the leader picks.
-        let to = self.transfer_rng.random_bool(0.5).then(|| self.transfer_rng.random_range(1..=self.options.nodes));
+        let to = self.transfer_rng.random_bool(0.5).then(|| self.transfer_rng.random_range(1..=self.options.members()));
         let Some(replica) = self.nodes.get_mut(&leader).and_then(|n| n.replica.as_mut()) else { return Ok(()) };
         match replica.transfer_leadership(to) {
             Ok(nominee) => {

@@ -52,6 +52,8 @@ pub enum Input {
     PeerDisconnected {
         /// The other side.
         peer: ServerId,
+        /// Which of the two streams between us.
+        link: crate::zab::Link,
     },
     /// Storage operations up to `seq` are durable.
     Persisted {

@@ -266,7 +266,7 @@ impl Replica {
         match input {
             Input::Tick { now_ms } => self.on_tick(now_ms),
             Input::Peer { from, msg } => self.zab.handle(zab::Input::Message { from, msg }),
-            Input::PeerDisconnected { peer } => self.zab.handle(zab::Input::Disconnected { peer }),
+            Input::PeerDisconnected { peer, link } => self.zab.handle(zab::Input::Disconnected { peer, link }),
             Input::Persisted { seq } => {
                 self.zab.handle(zab::Input::Persisted { seq });
                 self.release_snapshot();

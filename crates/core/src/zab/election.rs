@@ -43,10 +43,13 @@ impl Election {
         }
     }
 
-    /// A new round voting for ourselves.
-    pub(super) fn new(own: Vote, id: ServerId, now: u64) -> Election {
+    /// A new round voting for ourselves (an observer's vote is not counted:
+    /// it only listens).
+    pub(super) fn new(own: Vote, id: ServerId, votes: bool, now: u64) -> Election {
         let mut received = BTreeMap::new();
-        received.insert(id, own);
+        if votes {
+            received.insert(id, own);
+        }
         Election {
             vote: own,
             received,
@@ -77,7 +80,7 @@ impl Peer {
 
     pub(super) fn broadcast_notification(&mut self) {
         let msg = Message::Notification { round: self.round, vote: self.current_vote(), state: self.my_peer_state() };
-        self.broadcast_to_voters(msg);
+        self.broadcast_to_members(msg);
     }
 
     fn notify(&mut self, to: ServerId) {
@@ -96,10 +99,34 @@ impl Peer {
             }
             return;
         };
+        if !self.config.is_voter(from) {
+            // An observer looking for the leader: a voter tells it its vote
+            // (observers do not answer each other); nothing is counted.
+            if state == PeerState::Looking && !self.config.observes() {
+                self.notify(from);
+            }
+            return;
+        }
         match state {
+            PeerState::Looking if self.config.observes() => self.observer_on_looking_notification(from, round, vote),
             PeerState::Looking => self.on_looking_notification(from, round, vote),
             PeerState::Following | PeerState::Leading => self.on_settled_notification(from, round, vote, state),
         }
+    }
+
+    /// An observer hears a voter's vote: it keeps the voters' votes of the
+    /// newest round and follows the one a quorum of them agrees on.
+    fn observer_on_looking_notification(&mut self, from: ServerId, round: u64, vote: Vote) {
+        let State::Looking(e) = &mut self.state else { return };
+        e.out_of_election.remove(&from);
+        if round > self.round {
+            self.round = round;
+            e.received.clear();
+        } else if round < self.round {
+            return;
+        }
+        e.received.insert(from, vote);
+        self.check_election_done();
     }
 
     fn on_looking_notification(&mut self, from: ServerId, round: u64, vote: Vote) {
@@ -164,7 +191,12 @@ impl Peer {
         let found = e.out_of_election.iter().find_map(|(&sender, &(vote, state))| {
             let leader = vote.leader;
             let leads = sender == leader && state == PeerState::Leading;
-            let agreeing = e.out_of_election.values().filter(|(v, _)| v.leader == leader).count();
+            // Only voters vouch for a leader (an observer only follows one).
+            let agreeing = e
+                .out_of_election
+                .iter()
+                .filter(|(id, (v, _))| v.leader == leader && self.config.is_voter(**id))
+                .count();
             (leads && agreeing >= quorum && leader != id).then_some(vote)
         });
         match found {
@@ -183,7 +215,17 @@ impl Peer {
         let voters = self.config.voters.len();
         let now = self.now;
         let wait = self.config.finalize_wait_ticks;
+        let observes = self.config.observes();
         let State::Looking(e) = &mut self.state else { return };
+        if observes {
+            // An observer has no vote of its own: it follows what a quorum of
+            // voters agreed on, once they have (never itself).
+            let agreed = e.received.values().find(|v| e.received.values().filter(|w| w == v).count() >= quorum);
+            if let Some(&vote) = agreed.filter(|v| v.leader != self.config.id) {
+                self.decide(vote);
+            }
+            return;
+        }
         let agreeing = e.received.values().filter(|v| **v == e.vote).count();
         if agreeing < quorum {
             e.quorum_since = None;

@@ -52,6 +52,8 @@ enum Stage {
 
 struct Tracked {
     stage: Stage,
+    /// It votes: its acknowledgements count toward quorums (an observer's never do).
+    voter: bool,
     /// Highest zxid this follower holds durably (valid once synced).
     acked: Zxid,
     /// The history NEWLEADER told it to hold; its ACK must name exactly this.
@@ -106,8 +108,8 @@ pub enum TransferError {
     /// The member named is this leader itself.
     #[error("member {0} already leads")]
     AlreadyLeads(ServerId),
-    /// The member named is not a follower this leader has synced.
-    #[error("member {0} is not a synced follower of this leader")]
+    /// The member named is not a voting follower this leader has synced.
+    #[error("member {0} is not a synced voting follower of this leader")]
     NotSynced(ServerId),
     /// No follower is synced, so none could take over.
     #[error("no follower is synced to take over")]
@@ -189,8 +191,10 @@ impl Peer {
 
     fn maybe_choose_epoch(&mut self) {
         let (quorum, floor) = (self.config.quorum(), self.epoch_floor);
+        let voters = self.config.voters.clone();
         let Some(l) = self.leader() else { return };
-        if l.accepted_seq.is_some() || l.infos.len() < quorum {
+        // Observers' epochs raise the new one (so they can follow it) but do not make the quorum.
+        if l.accepted_seq.is_some() || l.infos.keys().filter(|id| voters.contains(id)).count() < quorum {
             return;
         }
         let epoch = l.infos.values().copied().max().unwrap_or(0).max(floor) + 1;
@@ -260,7 +264,7 @@ impl Peer {
             }
             return;
         }
-        let synced = l.followers.values().filter(|t| t.stage == Stage::Synced).count();
+        let synced = l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).count();
         if synced + 1 < quorum {
             self.become_looking("lost the quorum of synced followers");
             return;
@@ -279,7 +283,7 @@ impl Peer {
     pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, TransferError> {
         let (id, now, init_limit) = (self.config.id, self.now, self.config.init_limit_ticks);
         let l = self.leader().filter(|l| l.is_established()).ok_or(TransferError::NotLeader)?;
-        let synced = |t: &Tracked| t.stage == Stage::Synced;
+        let synced = |t: &Tracked| t.voter && t.stage == Stage::Synced;
         let target = match to {
             Some(to) if to == id => return Err(TransferError::AlreadyLeads(id)),
             Some(to) if l.followers.get(&to).is_some_and(synced) => to,
@@ -368,8 +372,12 @@ impl Peer {
     fn check_probes(&mut self) {
         let quorum = self.config.quorum();
         let Some(l) = self.leader() else { return };
-        let mut echoes: Vec<u64> =
-            l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.echoed.min(l.probe_sent)).collect();
+        let mut echoes: Vec<u64> = l
+            .followers
+            .values()
+            .filter(|t| t.voter && t.stage == Stage::Synced)
+            .map(|t| t.echoed.min(l.probe_sent))
+            .collect();
         echoes.push(l.probe_wanted);
         echoes.sort_unstable_by(|a, b| b.cmp(a));
         let Some(&confirmed) = echoes.get(quorum - 1) else { return };
@@ -418,6 +426,7 @@ impl Peer {
     fn on_follower_info(&mut self, from: ServerId, accepted_epoch: Epoch) {
         let now = self.now;
         let epoch_durable = self.epoch_durable();
+        let voter = self.config.is_voter(from);
         let Some(l) = self.leader() else { return };
         if let Some(t) = l.followers.get(&from) {
             if t.stage == Stage::AwaitingAckEpoch {
@@ -434,6 +443,7 @@ impl Peer {
             from,
             Tracked {
                 stage: Stage::AwaitingAckEpoch,
+                voter,
                 acked: Zxid::ZERO,
                 newleader: None,
                 last_heard: now,
@@ -477,7 +487,9 @@ impl Peer {
         if t.stage != Stage::AwaitingAckEpoch {
             return;
         }
-        if l.phase == Phase::Discovery && (current_epoch, last_zxid) > ours {
+        // An observer may hold proposals no voter kept (never committed): it
+        // is truncated to our history, as a follower of a later epoch would be.
+        if t.voter && l.phase == Phase::Discovery && (current_epoch, last_zxid) > ours {
             // The election picked us on stale information (ZooKeeper aborts too).
             let reason = format!("follower {from} is ahead of the leader");
             self.become_looking(&reason);
@@ -485,7 +497,7 @@ impl Peer {
         }
         t.position = Some((last_zxid, summary));
         t.stage = Stage::AwaitingSync;
-        if acked {
+        if acked && t.voter {
             l.epoch_acks.insert(from);
         }
         if l.phase == Phase::Discovery {
@@ -605,7 +617,7 @@ impl Peer {
             return;
         }
         let self_acked = l.current_seq.is_some_and(|s| s <= durable);
-        let synced = l.followers.values().filter(|t| t.stage == Stage::Synced).count();
+        let synced = l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).count();
         if synced + usize::from(self_acked) < quorum {
             return;
         }
@@ -633,7 +645,8 @@ impl Peer {
     pub(super) fn quorum_durable(&self) -> Zxid {
         let quorum = self.config.quorum();
         let State::Leading(l) = &self.state else { return Zxid::ZERO };
-        let mut acked: Vec<Zxid> = l.followers.values().filter(|t| t.stage == Stage::Synced).map(|t| t.acked).collect();
+        let mut acked: Vec<Zxid> =
+            l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).map(|t| t.acked).collect();
         acked.push(self.durable_zxid);
         acked.sort_unstable_by(|a, b| b.cmp(a));
         acked.get(quorum - 1).copied().unwrap_or(Zxid::ZERO)

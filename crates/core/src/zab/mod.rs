@@ -72,8 +72,11 @@ use std::collections::VecDeque;
 pub struct Config {
     /// This replica.
     pub id: ServerId,
-    /// Every voting member, this one included.
+    /// Every voting member (this one included, unless it observes).
     pub voters: Vec<ServerId>,
+    /// Members that take every commit and serve clients but never vote nor
+    /// count toward a quorum (ZooKeeper's observers, etcd's learners).
+    pub observers: Vec<ServerId>,
     /// Ticks without hearing from the other side before a synced follower or
     /// leader gives up on it (ZooKeeper's syncLimit).
     pub sync_limit_ticks: u64,
@@ -116,6 +119,7 @@ impl Config {
         Config {
             id,
             voters,
+            observers: Vec::new(),
             sync_limit_ticks: 5,
             init_limit_ticks: 10,
             finalize_wait_ticks: 1,
@@ -126,9 +130,24 @@ impl Config {
         }
     }
 
-    /// The size of a majority.
+    /// The size of a majority of the voters.
     pub fn quorum(&self) -> usize {
         self.voters.len() / 2 + 1
+    }
+
+    /// Whether `id` votes.
+    pub fn is_voter(&self, id: ServerId) -> bool {
+        self.voters.contains(&id)
+    }
+
+    /// Whether this member observes (never votes, never leads).
+    pub fn observes(&self) -> bool {
+        !self.is_voter(self.id)
+    }
+
+    /// Whether `id` is a member, voting or observing.
+    pub fn is_member(&self, id: ServerId) -> bool {
+        self.is_voter(id) || self.observers.contains(&id)
     }
 }
 
@@ -149,11 +168,25 @@ pub enum Input {
         /// The highest durable sequence number.
         seq: u64,
     },
-    /// The connection to `peer` broke (a follower learns its leader is gone at once).
+    /// A stream to or from `peer` broke (a follower learns its leader is gone at once).
     Disconnected {
         /// The other side.
         peer: ServerId,
+        /// Which of the two streams between us.
+        link: Link,
     },
+}
+
+/// Which stream between two members broke. Both can exist at once, the old
+/// and the new one, across a change of leader: when the old leader follows
+/// its successor, the end of the successor's stream as its follower must not
+/// read as the loss of its new leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// This member's stream to the leader it follows.
+    ToLeader,
+    /// The stream of a member that followed this one.
+    FromFollower,
 }
 
 /// What a peer is.
@@ -375,7 +408,7 @@ impl Peer {
             Input::Tick => self.on_tick(),
             Input::Message { from, msg } => self.on_message(from, msg),
             Input::Persisted { seq } => self.on_persisted(seq),
-            Input::Disconnected { peer } => self.on_disconnected(peer),
+            Input::Disconnected { peer, link } => self.on_disconnected(peer, link),
         }
         self.maybe_spill();
     }
@@ -551,8 +584,11 @@ impl Peer {
         self.outbox.push(Action::Io(Io::Send { to, msg }));
     }
 
-    fn broadcast_to_voters(&mut self, msg: Message) {
-        let others: Vec<ServerId> = self.config.voters.iter().copied().filter(|v| *v != self.config.id).collect();
+    /// Sends `msg` to every other member, observers included (they learn
+    /// who leads from the voters' notifications).
+    fn broadcast_to_members(&mut self, msg: Message) {
+        let all = self.config.voters.iter().chain(&self.config.observers);
+        let others: Vec<ServerId> = all.copied().filter(|v| *v != self.config.id).collect();
         for to in others {
             self.send(to, msg.clone());
         }
@@ -587,7 +623,7 @@ impl Peer {
     }
 
     fn on_message(&mut self, from: ServerId, msg: Message) {
-        if from == self.config.id || !self.config.voters.contains(&from) {
+        if from == self.config.id || !self.config.is_member(from) {
             return;
         }
         if let Message::Notification { round, vote, state } = msg {
@@ -601,12 +637,12 @@ impl Peer {
         }
     }
 
-    fn on_disconnected(&mut self, peer: ServerId) {
-        match &mut self.state {
-            State::Following(f) if f.leader == peer => self.become_looking("lost the connection to the leader"),
-            State::Leading(l) => {
-                l.drop_follower(peer);
+    fn on_disconnected(&mut self, peer: ServerId, link: Link) {
+        match (&mut self.state, link) {
+            (State::Following(f), Link::ToLeader) if f.leader == peer => {
+                self.become_looking("lost the connection to the leader")
             }
+            (State::Leading(l), Link::FromFollower) => l.drop_follower(peer),
             _ => {}
         }
     }
@@ -671,7 +707,7 @@ impl Peer {
             Some(leader) => Vote { nominated: true, leader, ..own },
             None => own,
         };
-        let election = Election::new(vote, self.config.id, self.now);
+        let election = Election::new(vote, self.config.id, !self.config.observes(), self.now);
         self.state = State::Looking(election);
         self.set_status(Status { role: Role::Looking, epoch: 0, leader: None, serving: false });
         self.broadcast_notification();

@@ -39,6 +39,8 @@ struct Cluster {
     resident: usize,
     /// Entries sent by DIFF from storage.
     sent_from_storage: usize,
+    /// The last this many ids observe.
+    observers: u64,
 }
 
 impl Cluster {
@@ -69,6 +71,7 @@ impl Cluster {
             tamper: None,
             resident,
             sent_from_storage: 0,
+            observers: 0,
         };
         for id in 1..=n {
             c.drain(id);
@@ -191,19 +194,43 @@ impl Cluster {
         let ids: Vec<ServerId> = self.nodes.keys().copied().filter(|p| *p != id).collect();
         for p in ids {
             if self.nodes[&p].up {
-                self.nodes.get_mut(&p).unwrap().peer.handle(Input::Disconnected { peer: id });
+                for link in [Link::ToLeader, Link::FromFollower] {
+                    self.nodes.get_mut(&p).unwrap().peer.handle(Input::Disconnected { peer: id, link });
+                }
                 self.drain(p);
             }
         }
     }
 
+    /// `voters` voting members and `observers` observers after them.
+    fn with_observers(voters: u64, observers: u64) -> Cluster {
+        let mut c = Cluster::new(voters);
+        c.observers = observers;
+        for id in voters + 1..=voters + observers {
+            let peer = Peer::new(config(id, voters), Durable::default());
+            c.nodes.insert(id, Node { peer, up: true, applied: vec![], durable: Durable::default(), confirmed: 0 });
+        }
+        // Every member starts again with the whole configuration.
+        for id in 1..=voters + observers {
+            c.restart(id);
+        }
+        c
+    }
+
+    fn member_config(&self, id: ServerId) -> Config {
+        let voters = self.nodes.len() as u64 - self.observers;
+        let mut config = Config { resident_log_entries: self.resident, ..config(id, voters) };
+        config.observers = (voters + 1..=voters + self.observers).collect();
+        config
+    }
+
     fn restart(&mut self, id: ServerId) {
-        let n = self.nodes.len() as u64;
+        let config = self.member_config(id);
         let node = self.nodes.get_mut(&id).unwrap();
         let durable = node.durable.clone();
         // The harness's "tree" is the applied list: it reflects the snapshot only.
         node.applied.retain(|z| *z <= durable.snapshot_zxid);
-        node.peer = Peer::new(Config { resident_log_entries: self.resident, ..config(id, n) }, durable);
+        node.peer = Peer::new(config, durable);
         node.up = true;
         self.drain(id);
     }
@@ -565,13 +592,13 @@ fn a_vote_missed_while_still_following_is_sent_again_at_once() {
     c.nodes.get_mut(&3).unwrap().up = false;
     // 2 notices first: its vote reaches 1 while 1 still follows 3 (1 only
     // answers with its old leader and does not record the vote).
-    c.nodes.get_mut(&2).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.nodes.get_mut(&2).unwrap().peer.handle(Input::Disconnected { peer: 3, link: Link::ToLeader });
     c.drain(2);
     c.deliver_all();
     assert_eq!(c.nodes[&1].peer.status().role, Role::Following);
     // Then 1 notices and votes for itself; 2 answers with its better vote at
     // once, so both agree before any tick and the finalize wait is the only one.
-    c.nodes.get_mut(&1).unwrap().peer.handle(Input::Disconnected { peer: 3 });
+    c.nodes.get_mut(&1).unwrap().peer.handle(Input::Disconnected { peer: 3, link: Link::ToLeader });
     c.drain(1);
     c.deliver_all();
     c.tick();
@@ -868,4 +895,5 @@ fn a_follower_whose_disk_stalled_acknowledges_the_backlog_with_one_ack() {
     assert_eq!(acks, vec![(leader, prev)], "one ACK, of the newest entry");
 }
 
+mod observers;
 mod transfer;

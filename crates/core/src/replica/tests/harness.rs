@@ -299,7 +299,9 @@ impl Ensemble {
         self.nodes.get_mut(&id).unwrap().up = false;
         for p in self.nodes.keys().copied().collect::<Vec<_>>() {
             if p != id && self.nodes[&p].up {
-                self.nodes.get_mut(&p).unwrap().replica.handle(Input::PeerDisconnected { peer: id });
+                for link in [crate::zab::Link::ToLeader, crate::zab::Link::FromFollower] {
+                    self.nodes.get_mut(&p).unwrap().replica.handle(Input::PeerDisconnected { peer: id, link });
+                }
                 self.drain(p);
             }
         }

@@ -99,3 +99,23 @@ fn a_transfer_to_a_member_that_cannot_catch_up_is_abandoned_and_writes_resume() 
     assert_eq!(c.leader(), Some(leader), "the leader kept its role");
     c.propose(2);
 }
+
+#[test]
+fn the_old_leader_keeps_its_new_leader_when_its_successors_follower_stream_ends() {
+    // Found by the SIGTERM process test: the successor's stream as a
+    // follower of the old leader ends just after the old leader starts to
+    // follow it. That end must not read as the loss of the new leader.
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let old = c.leader().expect("a leader");
+    let target = c.nodes.get_mut(&old).unwrap().peer.transfer_leadership(None).expect("a synced follower");
+    c.drain(old);
+    c.deliver_all();
+    assert_eq!(c.leader(), Some(target));
+    let peer = &mut c.nodes.get_mut(&old).unwrap().peer;
+    peer.handle(Input::Disconnected { peer: target, link: Link::FromFollower });
+    assert_eq!(peer.status().role, Role::Following, "still following");
+    assert_eq!(peer.status().leader, Some(target));
+    peer.handle(Input::Disconnected { peer: target, link: Link::ToLeader });
+    assert_eq!(peer.status().role, Role::Looking, "its own stream to the leader ending does count");
+}
