@@ -219,7 +219,7 @@ bench-failover:
 BENCH_QUICK ?=
 ## Benchmarks a 3-member ensemble against a 3-member Apache ZooKeeper.
 bench-vs-zookeeper:
-	$(CARGO) build --release --bin zabkeeper -p zabkeeper-bench --bin zk_load
+	$(CARGO) build --release -p zabkeeper -p zabkeeper-bench --bin zabkeeper --bin zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 
 ## The same benchmark with our storage in memory: the write path's ceiling.
@@ -236,7 +236,7 @@ bench-ceiling:
 ## snapshots) beside what it holds as it goes; fails if it is not bounded.
 SOAK_WRITES ?= 1200000
 test-soak-disk:
-	$(CARGO) build --release --bin zabkeeper -p zabkeeper-bench --bin zk_load
+	$(CARGO) build --release -p zabkeeper -p zabkeeper-bench --bin zabkeeper --bin zk_load
 	SOAK_WRITES=$(SOAK_WRITES) python3 integration-tests/soak_disk.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 
 ## Fuzzes the wire decoders for FUZZ_SECONDS (cargo-fuzz).
