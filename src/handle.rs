@@ -44,6 +44,9 @@ pub enum Query {
     TakeSnapshot(oneshot::Sender<Result<Zxid, String>>),
     /// Details for four-letter words (`cons`, `wchs`, `dump`).
     Details(oneshot::Sender<Details>),
+    /// Role, leader and serving, and the member a leader is handing over to:
+    /// the cheap question a hand-over asks every few milliseconds.
+    Role(oneshot::Sender<(Status, Option<ServerId>)>),
     /// Hand leadership to a member (or the most caught-up one); answered
     /// with the nominee once the hand-over has started.
     TransferLeadership {
@@ -99,8 +102,6 @@ pub struct StatusReport {
     pub disk_free_bytes: Option<u64>,
     /// Below `disk_reserve_bytes`: writes that grow the state are refused while leading.
     pub disk_low: bool,
-    /// The member a leader is handing leadership to, while it does.
-    pub transferring_to: Option<ServerId>,
 }
 
 /// Per-connection and per-session details.

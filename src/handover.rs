@@ -4,7 +4,7 @@
 
 use crate::handle::{Event, Handle, Query};
 use crate::ids::{Epoch, ServerId};
-use crate::zab::{Role, TransferError};
+use crate::zab::{Role, Status, TransferError};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -51,9 +51,10 @@ pub enum HandoverError {
 /// caught up) and waits up to `wait` for a new leader to be established.
 pub async fn hand_over(handle: &Handle, to: Option<ServerId>, wait: Duration) -> Result<Handover, HandoverError> {
     let started = Instant::now();
-    let before = handle.status_report().await.ok_or(HandoverError::Stopped)?;
-    if before.status.role != Role::Leading {
-        return Err(HandoverError::NotLeader { me: before.id, leader: before.status.leader });
+    let me = handle.config.id;
+    let before = role(handle).await?.0;
+    if before.role != Role::Leading {
+        return Err(HandoverError::NotLeader { me, leader: before.leader });
     }
     let (reply, answer) = oneshot::channel();
     handle
@@ -62,21 +63,27 @@ pub async fn hand_over(handle: &Handle, to: Option<ServerId>, wait: Duration) ->
         .await
         .map_err(|_| HandoverError::Stopped)?;
     let nominee = answer.await.map_err(|_| HandoverError::Stopped)??;
-    let epoch: Epoch = before.status.epoch;
+    let epoch: Epoch = before.epoch;
     loop {
         tokio::time::sleep(POLL).await;
-        let now = handle.status_report().await.ok_or(HandoverError::Stopped)?;
-        let status = now.status;
-        if status.role == Role::Leading && status.epoch == epoch && now.transferring_to.is_none() {
+        let (status, transferring_to) = role(handle).await?;
+        if status.role == Role::Leading && status.epoch == epoch && transferring_to.is_none() {
             return Err(HandoverError::Abandoned(nominee));
         }
         if status.role == Role::Following && status.serving {
             let to = status.leader.unwrap_or(nominee);
-            tracing::info!(from = before.id, to, ms = started.elapsed().as_millis() as u64, "leadership handed over");
-            return Ok(Handover { from: before.id, to, took: started.elapsed() });
+            tracing::info!(from = me, to, ms = started.elapsed().as_millis() as u64, "leadership handed over");
+            return Ok(Handover { from: me, to, took: started.elapsed() });
         }
         if started.elapsed() > wait {
             return Err(HandoverError::TimedOut(wait, nominee));
         }
     }
+}
+
+/// The replica's role and the member it is handing over to, if any.
+async fn role(handle: &Handle) -> Result<(Status, Option<ServerId>), HandoverError> {
+    let (reply, answer) = oneshot::channel();
+    handle.events.send(Event::Query(Query::Role(reply))).await.map_err(|_| HandoverError::Stopped)?;
+    answer.await.map_err(|_| HandoverError::Stopped)
 }

@@ -325,6 +325,9 @@ impl Owner {
                 self.snapshot_waiters.push(reply);
                 self.replica.snapshot_now();
             }
+            Query::Role(reply) => {
+                let _ = reply.send((self.replica.status(), self.replica.zab().transferring_to()));
+            }
             Query::TransferLeadership { to, reply } => {
                 let _ = reply.send(self.replica.transfer_leadership(to));
             }
@@ -365,7 +368,6 @@ impl Owner {
             pending_syncs: r.pending_syncs(),
             disk_free_bytes: self.disk.free(),
             disk_low: self.disk.is_low(),
-            transferring_to: r.zab().transferring_to(),
         }
     }
 

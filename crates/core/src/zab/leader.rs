@@ -304,6 +304,7 @@ impl Peer {
 
     /// Completes or abandons a transfer under way.
     fn check_transfer(&mut self) {
+        let State::Leading(Leader { transfer: Some(_), .. }) = &self.state else { return };
         let (last, committed, now) = (self.log.last_zxid(), self.committed, self.now);
         let Some(l) = self.leader() else { return };
         let Some(transfer) = l.transfer else { return };
@@ -407,6 +408,8 @@ impl Peer {
             Message::Ack { zxid, .. } if tracked.stage == Stage::Synced && zxid > tracked.acked => {
                 tracked.acked = zxid;
                 self.try_commit();
+                // The target's acknowledgement is what a transfer waits for.
+                self.check_transfer();
             }
             Message::FollowerPing { probe, .. } if tracked.stage == Stage::Synced && probe > tracked.echoed => {
                 tracked.echoed = probe;
@@ -420,7 +423,6 @@ impl Peer {
             }
             _ => {}
         }
-        self.check_transfer();
     }
 
     fn on_follower_info(&mut self, from: ServerId, accepted_epoch: Epoch) {
