@@ -49,7 +49,11 @@ fn op(body: &TxnBody) -> pb::TxnOp {
                 out.error = code.name().into();
             }
         }
-        TxnBody::Multi(_) => {}
+        TxnBody::Reconfig { next } => {
+            out.path = crate::tree::CONFIG_PATH.into();
+            out.data = next.to_string().into_bytes();
+        }
+        TxnBody::Multi(_) | TxnBody::ReconfigComplete => {}
     }
     out
 }

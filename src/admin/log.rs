@@ -58,12 +58,25 @@ pub fn kind_of(body: &TxnBody) -> &'static str {
         TxnBody::Check { .. } => "check",
         TxnBody::Multi(_) => "multi",
         TxnBody::MultiError(_) | TxnBody::Error(_) => "error",
+        TxnBody::Reconfig { .. } => "reconfig",
+        TxnBody::ReconfigComplete => "reconfigComplete",
     }
 }
 
 /// Every type name [`kind_of`] gives, for checking a filter.
-pub const KINDS: [&str; 9] =
-    ["createSession", "closeSession", "create", "delete", "setData", "setACL", "check", "multi", "error"];
+pub const KINDS: [&str; 11] = [
+    "createSession",
+    "closeSession",
+    "create",
+    "delete",
+    "setData",
+    "setACL",
+    "check",
+    "multi",
+    "error",
+    "reconfig",
+    "reconfigComplete",
+];
 
 /// The paths a transaction touches (a session's close: its ephemerals).
 pub fn paths_of(body: &TxnBody) -> Vec<&str> {
@@ -75,7 +88,10 @@ pub fn paths_of(body: &TxnBody) -> Vec<&str> {
         | TxnBody::Check { path } => vec![path.as_str()],
         TxnBody::CloseSession { paths } => paths.iter().map(String::as_str).collect(),
         TxnBody::Multi(ops) => ops.iter().flat_map(paths_of).collect(),
-        TxnBody::CreateSession { .. } | TxnBody::MultiError(_) | TxnBody::Error(_) => Vec::new(),
+        TxnBody::Reconfig { .. } => vec![crate::tree::CONFIG_PATH],
+        TxnBody::CreateSession { .. } | TxnBody::MultiError(_) | TxnBody::Error(_) | TxnBody::ReconfigComplete => {
+            Vec::new()
+        }
     }
 }
 

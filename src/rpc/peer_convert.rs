@@ -24,6 +24,14 @@ pub enum ConvertError {
         /// What is wrong.
         source: codec::CodecError,
     },
+    /// A SNAP's configuration is corrupt.
+    #[error("SNAP at {zxid:?}: its configuration: {source}")]
+    Configuration {
+        /// The snapshot's zxid.
+        zxid: Zxid,
+        /// What is wrong.
+        source: codec::CodecError,
+    },
     /// The message belongs on the other channel.
     #[error("{0} cannot be sent this way")]
     WrongChannel(&'static str),
@@ -157,15 +165,15 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
                 from_zxid: from.0,
             }),
         ),
-        Message::Snap { epoch, zxid, chunks } => {
+        Message::Snap { epoch, zxid, chunks, configuration } => {
             let mut out = Vec::with_capacity(chunks.len().max(1));
-            let count = chunks.len();
-            for (i, chunk) in chunks.iter().enumerate() {
-                let kind = Kind::Snap(pb::SnapChunk { zxid: zxid.0, data: chunk.to_vec(), last: i + 1 == count });
-                out.push(pb::LeaderMessage { from, epoch: *epoch, kind: Some(kind) });
-            }
-            if out.is_empty() {
-                let kind = Kind::Snap(pb::SnapChunk { zxid: zxid.0, data: Vec::new(), last: true });
+            let count = chunks.len().max(1);
+            let encoded = configuration.as_ref().map(codec::encode_value).unwrap_or_default();
+            for i in 0..count {
+                let last = i + 1 == count;
+                let data = chunks.get(i).map(|c| c.to_vec()).unwrap_or_default();
+                let configuration = if last { encoded.clone() } else { Vec::new() };
+                let kind = Kind::Snap(pb::SnapChunk { zxid: zxid.0, data, last, configuration });
                 out.push(pb::LeaderMessage { from, epoch: *epoch, kind: Some(kind) });
             }
             Ok(out)
@@ -211,7 +219,13 @@ impl LeaderStreamDecoder {
                 if !chunk.last {
                     return Ok(None);
                 }
-                Message::Snap { epoch, zxid: Zxid(chunk.zxid), chunks: std::mem::take(&mut self.snap) }
+                let configuration = if chunk.configuration.is_empty() {
+                    None
+                } else {
+                    let decoded = codec::decode_value(&chunk.configuration);
+                    Some(decoded.map_err(|source| ConvertError::Configuration { zxid: Zxid(chunk.zxid), source })?)
+                };
+                Message::Snap { epoch, zxid: Zxid(chunk.zxid), chunks: std::mem::take(&mut self.snap), configuration }
             }
             Kind::NewLeader(n) => Message::NewLeader { epoch, zxid: Zxid(n.zxid) },
             Kind::UpToDate(u) => Message::UpToDate { epoch, committed: Zxid(u.committed) },
@@ -231,6 +245,7 @@ impl LeaderStreamDecoder {
 mod tests {
     use super::*;
     use crate::ids::SessionId;
+    use crate::members::{Configuration, Membership};
     use crate::txn::{Txn, TxnBody};
 
     fn round_trip_leader(msg: Message) -> Message {
@@ -262,7 +277,9 @@ mod tests {
                 epoch: 4,
                 zxid: Zxid::new(3, 3),
                 chunks: vec![Bytes::from_static(b"ab"), Bytes::from_static(b"c")],
+                configuration: Some(Configuration::initial(Membership::of_ids(&[1, 2, 3], &[4]))),
             },
+            Message::Snap { epoch: 4, zxid: Zxid::new(3, 3), chunks: vec![], configuration: None },
             Message::NewLeader { epoch: 4, zxid: Zxid::new(3, 3) },
             Message::Commit { epoch: 4, zxid: Zxid::new(4, 7) },
             Message::StepDown { epoch: 4, to: 2 },

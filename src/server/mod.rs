@@ -22,6 +22,7 @@ use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::{Member, Membership, Participation};
 use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
@@ -79,7 +80,27 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.snapshot_every = config.snapshot_every;
     c.snapshot_turns = true;
     c.zab.resident_log_entries = config.resident_log_entries;
+    if config.members.len() > 1 {
+        c.members = Membership::new(config.members.iter().map(member_line).collect()).ok();
+    }
     c
+}
+
+/// A member as `/zookeeper/config` shows it, in ZooKeeper's form
+/// (`host:quorumPort:electionPort`: both are our one peer port).
+fn member_line(m: &crate::config::Member) -> Member {
+    let peer = m.peer_addr.to_string();
+    let port = peer.rsplit(':').next().unwrap_or_default().to_string();
+    let participation = match m.role {
+        crate::config::MemberRole::Participant => Participation::Participant,
+        crate::config::MemberRole::Observer => Participation::Observer,
+    };
+    Member {
+        id: m.id,
+        participation,
+        peer_address: format!("{peer}:{port}"),
+        client_address: m.client_addr.as_ref().map(ToString::to_string).unwrap_or_default(),
+    }
 }
 
 /// A started replica: the handle front ends use and the owner's join handle.

@@ -6,6 +6,7 @@
 //!
 //! - [`ids`]: newtypes: server ids, epochs, zxids, session ids.
 //! - [`error`]: ZooKeeper's error codes, the data of a failed request.
+//! - [`members`]: the membership as replicated state; joint configurations.
 //! - [`op`]: the client operation model both front ends share.
 //! - [`data`]: a znode's data, bytes or ZooKeeper's null.
 //! - [`acl`]: ACLs, identities and the auth schemes.
@@ -26,6 +27,7 @@ pub mod acl;
 pub mod data;
 pub mod error;
 pub mod ids;
+pub mod members;
 pub mod op;
 pub mod replica;
 pub mod session;

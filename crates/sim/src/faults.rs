@@ -55,12 +55,9 @@ impl Simulation {
             }
             return;
         }
-        let n = self.options.nodes as usize;
-        let minority = (n - 1) / 2;
         // Only voters count toward the minority that may be down (observers
-        // are victims too, but never hold up a quorum).
-        let down = self.nodes.values().filter(|n| n.replica.is_none() && n.id <= self.options.nodes).count();
-        if down < minority && self.rng.random_bool(self.options.crash) {
+        // and spares are victims too, but never hold up a quorum).
+        if self.may_lose_a_voter() && self.rng.random_bool(self.options.crash) {
             let up: Vec<ServerId> = self.nodes.values().filter(|n| n.replica.is_some()).map(|n| n.id).collect();
             let victim = up[self.rng.random_range(0..up.len())];
             let after = self.rng.random_range(20..400);

@@ -7,6 +7,7 @@
 //! after it. Replicas report what they apply; any disagreement is a failure.
 
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::Configuration;
 use crate::txn::{Txn, TxnBody};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -24,8 +25,9 @@ pub enum Violation {
         /// The second.
         second: ServerId,
     },
-    /// An observer became leader (it never votes, so it must never lead).
-    #[error("an observer, replica {node}, leads epoch {epoch}")]
+    /// A member that does not vote in its own configuration (an observer,
+    /// or one not or no longer a voter) became leader.
+    #[error("replica {node}, which does not vote, leads epoch {epoch}")]
     ObserverLeads {
         /// The observer.
         node: ServerId,
@@ -151,6 +153,10 @@ pub struct Oracle {
     leaders: BTreeMap<Epoch, ServerId>,
     /// Per session, the sequence number of its last committed write.
     session_writes: HashMap<i64, u64>,
+    /// The configuration of the configuration files.
+    initial: Configuration,
+    /// The configuration after each committed reconfiguration step.
+    configurations: Vec<(Zxid, Configuration)>,
 }
 
 /// The client's sequence number a write carries in its data (`<client>-<n>`,
@@ -165,6 +171,22 @@ fn write_sequence(body: &TxnBody) -> Option<u64> {
 }
 
 impl Oracle {
+    /// The configuration every peer's file gives.
+    pub fn set_initial(&mut self, initial: Configuration) {
+        self.initial = initial;
+    }
+
+    /// The configuration in force once everything up to `zxid` committed.
+    pub fn configuration_at(&self, zxid: Zxid) -> &Configuration {
+        let newest = self.configurations.iter().rev().find(|(z, _)| *z <= zxid);
+        newest.map_or(&self.initial, |(_, c)| c)
+    }
+
+    /// The newest committed configuration.
+    pub fn configuration(&self) -> &Configuration {
+        self.configurations.last().map_or(&self.initial, |(_, c)| c)
+    }
+
     /// Number of committed transactions seen.
     pub fn committed(&self) -> usize {
         self.order.len()
@@ -236,6 +258,10 @@ impl Oracle {
                 self.order.push(zxid);
                 self.txns.insert(zxid, (self.order.len() - 1, txn.clone()));
                 self.index_creates(zxid, &txn.body);
+                if let Some(change) = txn.body.change() {
+                    let next = self.configuration().after(zxid, &change);
+                    self.configurations.push((zxid, next));
+                }
             }
         }
         let index = self.txns[&zxid].0;

@@ -14,12 +14,13 @@
 //! `rand` (seeded, never ambient), and nothing depends on it.
 
 // The core's modules, by the names the simulation has always used.
-use zabkeeper_core::{acl, data, error, ids, op, replica, storage, tree, txn, zab};
+use zabkeeper_core::{acl, data, error, ids, members, op, replica, storage, tree, txn, zab};
 
 mod faults;
 pub mod invariants;
 mod liveness;
 pub mod network;
+mod reconfigs;
 mod transfers;
 mod workload;
 
@@ -61,6 +62,9 @@ pub struct Options {
     pub nodes: u64,
     /// Observers besides them (they never vote), the ids after the voters'.
     pub observers: u64,
+    /// Peers started outside the configuration (as a member that joins
+    /// is), the ids after the observers': reconfigurations add them.
+    pub spares: u64,
     /// Steps with faults.
     pub fault_steps: u64,
     /// Steps after healing, to converge.
@@ -108,6 +112,9 @@ pub struct Options {
     /// a member drawn at random, or to the one it finds most caught up), as
     /// an operator or a SIGTERM does.
     pub transfer: f64,
+    /// Chance per step that the leader is asked to reconfigure to a
+    /// membership drawn from every peer (voters, observers, spares).
+    pub reconfig: f64,
 }
 
 impl Options {
@@ -135,6 +142,7 @@ impl Options {
         Options {
             nodes,
             observers: 0,
+            spares: 0,
             fault_steps: 2500,
             heal_steps: 2500,
             clients: 4,
@@ -153,6 +161,7 @@ impl Options {
             snapshot_turns: true,
             digest_every: 1,
             transfer: 0.0004,
+            reconfig: 0.0,
         }
     }
 }
@@ -161,6 +170,11 @@ impl Options {
     /// Every member, voters and observers.
     pub fn members(&self) -> u64 {
         self.nodes + self.observers
+    }
+
+    /// Every peer: the members and the spares.
+    pub fn peers(&self) -> u64 {
+        self.members() + self.spares
     }
 }
 
@@ -206,6 +220,11 @@ pub struct Report {
     /// Transfers after which another member led next (the nominee crashed,
     /// was cut off, or the transfer was abandoned and a fault followed).
     pub handovers_missed: usize,
+    /// Reconfigurations a leader proposed.
+    pub reconfigs: usize,
+    /// Reconfigurations a leader refused (one under way, or the new
+    /// voters' majority not caught up).
+    pub reconfigs_refused: usize,
 }
 
 /// A failed run: the seed to replay and what broke.
@@ -263,6 +282,8 @@ pub struct Simulation {
     probe_rng: StdRng,
     /// Leadership transfers' draws (a stream of its own, like `later_faults`).
     transfer_rng: StdRng,
+    /// Reconfigurations' draws (a stream of its own, like `later_faults`).
+    reconfig_rng: StdRng,
     /// A transfer under way: its nominee, and the epoch it ends.
     transfer_pending: Option<(ServerId, u32)>,
     /// Since when the current quorum has been healthy, and who is in it.
@@ -295,6 +316,7 @@ impl Simulation {
             next_conn: 1,
             probe_rng: StdRng::seed_from_u64(seed ^ 0x9e0b_e000),
             transfer_rng: StdRng::seed_from_u64(seed ^ 0x7a4f_e400),
+            reconfig_rng: StdRng::seed_from_u64(seed ^ 0x3c0f_1600),
             transfer_pending: None,
             shown: Zxid::ZERO,
             healthy: None,
@@ -302,7 +324,8 @@ impl Simulation {
             calm_until: 0,
             options,
         };
-        for id in 1..=sim.options.members() {
+        sim.oracle.set_initial(sim.initial_configuration());
+        for id in 1..=sim.options.peers() {
             sim.nodes.insert(
                 id,
                 Node {
@@ -353,7 +376,7 @@ impl Simulation {
 
     /// Runs the fault phase, heals, and checks convergence.
     pub fn run(mut self) -> Result<Report, Failure> {
-        for id in 1..=self.options.members() {
+        for id in 1..=self.options.peers() {
             self.boot(id).map_err(|v| self.fail(v))?;
         }
         let total = self.options.fault_steps + self.options.heal_steps;
@@ -508,6 +531,7 @@ impl Simulation {
         if !healing {
             self.inject_faults();
             self.maybe_transfer()?;
+            self.maybe_reconfigure()?;
         }
         self.check_liveness()?;
         self.check_step()
@@ -600,7 +624,16 @@ impl Simulation {
                         }
                     }
                     Output::Status(status) => {
-                        if status.role == Role::Leading && id > self.options.nodes {
+                        // In the configuration its log holds, or as of its commit point
+                        // (its whole history at establishment): a leader may at once
+                        // propose the completion of a reconfiguration that removes it,
+                        // and then leaves once that commits.
+                        let votes = self.nodes[&id].replica.as_ref().is_some_and(|r| {
+                            let zab = r.zab();
+                            zab.configuration().is_voter(id)
+                                || zab.log().configuration_at(zab.last_committed()).is_voter(id)
+                        });
+                        if status.role == Role::Leading && !votes {
                             return Err(Violation::ObserverLeads { node: id, epoch: status.epoch });
                         }
                         if status.role == Role::Leading && status.serving {
@@ -651,7 +684,6 @@ impl Simulation {
             }
         }
         // Durability of what was just acknowledged.
-        let quorum = self.options.nodes as usize / 2 + 1;
         if let Some(p) = probe {
             if self.clients[p].has_new_acks() {
                 self.probe_acked_at = self.step;
@@ -660,9 +692,13 @@ impl Simulation {
         let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
         for path in acked {
             let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
-            let voters = self.nodes.values().filter(|n| n.id <= self.options.nodes);
-            let durable = voters.filter(|n| n.storage.durably_holds(zxid)).count();
-            if durable < quorum {
+            // Whatever the leader counted, a quorum of the configuration in
+            // force at `zxid` (or a stricter one) holds it durably.
+            let conf = self.oracle.configuration_at(zxid);
+            let holds = |id: ServerId| self.nodes.get(&id).is_some_and(|n| n.storage.durably_holds(zxid));
+            if !conf.is_quorum(holds) {
+                let durable = conf.voters().into_iter().filter(|id| holds(*id)).count();
+                let quorum = conf.current().majority();
                 return Err(Violation::NotDurable { what: path, zxid, durable, quorum });
             }
         }
@@ -690,14 +726,16 @@ impl Simulation {
         for node in self.nodes.values() {
             match &node.replica {
                 Some(r) => out.push_str(&format!(
-                    "\n  replica {}: {:?} accepted={} current={} logged={:?} committed={:?} applied={:?}",
+                    "\n  replica {}: {:?} accepted={} current={} logged={:?} committed={:?} applied={:?} voters={:?}{}",
                     node.id,
                     r.status(),
                     r.zab().accepted_epoch(),
                     r.zab().current_epoch(),
                     r.zab().last_logged(),
                     r.zab().last_committed(),
-                    r.tree().last_zxid()
+                    r.tree().last_zxid(),
+                    r.zab().configuration().voters(),
+                    if r.zab().configuration().is_joint() { " (joint)" } else { "" },
                 )),
                 None => out.push_str(&format!("\n  replica {}: down", node.id)),
             }
@@ -726,7 +764,8 @@ impl Simulation {
                 return Err(Violation::NoProgress(format!("replica {} is still down", node.id)));
             };
             if !r.status().serving {
-                return Err(Violation::NoProgress(format!("replica {} is not serving: {:?}", node.id, r.status())));
+                let (id, status, all) = (node.id, r.status(), self.describe());
+                return Err(Violation::NoProgress(format!("replica {id} is not serving: {status:?}{all}")));
             }
             let state = r.tree().state();
             // The digest kept change by change must be the one every node gives.

@@ -26,8 +26,7 @@ impl Simulation {
             .iter()
             .map(|&a| ids.iter().copied().filter(|&b| a == b || !self.net.is_cut(a, b)).collect::<Vec<_>>())
             .max_by_key(Vec::len)?;
-        let voters = group.iter().filter(|id| **id <= self.options.nodes).count();
-        (voters > self.options.nodes as usize / 2).then_some(group)
+        self.quorum_everywhere(|id| group.contains(&id)).then_some(group)
     }
 
     /// Liveness: a quorum that stays up, connected and healthy for

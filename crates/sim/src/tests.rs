@@ -186,6 +186,43 @@ fn observers_follow_every_commit_and_never_vote_under_faults() {
     }
 }
 
+/// Runs `default` schedules (or `SIM_SEEDS`) of 3 voters and 2 spares whose
+/// leader is asked to reconfigure now and then, to memberships drawn from all
+/// five (grow, shrink, replace, observe, promote), under every fault.
+#[test]
+fn membership_changes_under_faults_lose_nothing_and_keep_one_order() {
+    let seeds = seeds(30);
+    let mut total = Report::default();
+    for &seed in &seeds {
+        let options = Options { spares: 2, reconfig: 0.01, ..Options::faulty(3) };
+        match Simulation::new(seed, options).run() {
+            Ok(r) => {
+                total.reconfigs += r.reconfigs;
+                total.reconfigs_refused += r.reconfigs_refused;
+                total.liveness_checks += r.liveness_checks;
+            }
+            Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test -p zabkeeper-sim --lib membership", f.seed),
+        }
+    }
+    println!(
+        "{} schedules: {} reconfigurations, {} refused, {} liveness checks",
+        seeds.len(),
+        total.reconfigs,
+        total.reconfigs_refused,
+        total.liveness_checks
+    );
+    assert!(total.reconfigs >= seeds.len(), "reconfigurations happen: {total:?}");
+}
+
+#[test]
+fn a_calm_ensemble_reconfigures_often_and_stays_live() {
+    let options = Options { spares: 2, reconfig: 0.01, ..calm(3) };
+    let report = Simulation::new(5, options).run().unwrap();
+    assert!(report.reconfigs >= 10, "{report:?}");
+    assert!(report.acked_writes > 50, "writes go on across reconfigurations: {report:?}");
+    assert!(report.liveness_checks >= 2, "{report:?}");
+}
+
 #[test]
 fn a_calm_ensemble_hands_leadership_to_every_nominee() {
     for nodes in [3, 5] {

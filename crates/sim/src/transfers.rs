@@ -10,21 +10,24 @@ use crate::zab::Role;
 use rand::Rng;
 
 impl Simulation {
+    /// The serving leader and its epoch, unless it is paused.
+    pub(super) fn awake_serving_leader(&self) -> Option<(ServerId, Epoch)> {
+        self.nodes.values().find_map(|n| {
+            let status = n.replica.as_ref()?.status();
+            let awake = !(n.paused && n.stalled_until > self.step);
+            (status.role == Role::Leading && status.serving && awake).then_some((n.id, status.epoch))
+        })
+    }
+
     /// Now and then asks the serving leader to hand leadership over.
     pub(super) fn maybe_transfer(&mut self) -> Result<(), Violation> {
         if self.options.transfer <= 0.0 || !self.transfer_rng.random_bool(self.options.transfer) {
             return Ok(());
         }
-        let step = self.step;
-        let leader = self.nodes.values().find_map(|n| {
-            let status = n.replica.as_ref()?.status();
-            let awake = !(n.paused && n.stalled_until > step);
-            (status.role == Role::Leading && status.serving && awake).then_some((n.id, status.epoch))
-        });
-        let Some((leader, epoch)) = leader else { return Ok(()) };
+        let Some((leader, epoch)) = self.awake_serving_leader() else { return Ok(()) };
         // Half the time the operator names a member (perhaps the leader
         // itself, or one that is down); otherwise the leader picks.
-        let to = self.transfer_rng.random_bool(0.5).then(|| self.transfer_rng.random_range(1..=self.options.members()));
+        let to = self.transfer_rng.random_bool(0.5).then(|| self.transfer_rng.random_range(1..=self.options.peers()));
         let Some(replica) = self.nodes.get_mut(&leader).and_then(|n| n.replica.as_mut()) else { return Ok(()) };
         match replica.transfer_leadership(to) {
             Ok(nominee) => {

@@ -39,10 +39,12 @@ mod tests;
 pub use crate::session::NOT_SERVING;
 pub use io::{ClientMessage, ConnId, ConnectRequest, Echo, Input, Output, Recovered};
 
-use crate::ids::{ServerId, SessionId};
+use crate::ids::{ServerId, SessionId, Zxid};
+use crate::members::{Configuration, Membership};
 use crate::replica::prep::check::Limits;
 use crate::session::Connections;
 use crate::tree::{snapshot, DataTree};
+use crate::txn::{Txn, TxnBody};
 use crate::zab::{self, Message, Peer, Role, Status};
 use prep::Prep;
 use snapshots::Snapshots;
@@ -76,6 +78,11 @@ pub struct Config {
     pub snapshot_chunk_bytes: usize,
     /// The digest id (`user:base64 sha1`) whose holder is the superuser.
     pub super_digest: Option<String>,
+    /// The configuration file's members with their addresses, shown in
+    /// `/zookeeper/config` until a reconfiguration replaces them; None:
+    /// `zab.voters` and `zab.observers`, not shown (a lone member, as
+    /// ZooKeeper standalone, and tests).
+    pub members: Option<Membership>,
     /// Record every change applied to the tree for [`Replica::drain_applied`]
     /// (the simulation's oracle checks them) and keep the tree's digest up to
     /// date; off in a server, where nothing would drain them.
@@ -98,6 +105,7 @@ impl Config {
             catch_up_ticks: 20,
             snapshot_chunk_bytes: 1 << 20,
             super_digest: None,
+            members: None,
             record_applied: false,
         }
     }
@@ -233,11 +241,15 @@ impl Replica {
             // The simulation checks every replica's digest often.
             tree.track_digest();
         }
+        let shown = config.members.is_some();
+        let initial = config.members.clone().unwrap_or_else(|| config.zab.initial_configuration().active);
+        tree.set_initial_configuration(Configuration::initial(initial), shown);
         let durable = zab::Durable {
             accepted_epoch: recovered.accepted_epoch,
             current_epoch: recovered.current_epoch,
             snapshot_zxid,
             entries: recovered.log,
+            configuration: tree.state().configuration().cloned(),
         };
         let zab = Peer::new(config.zab.clone(), durable);
         let mut replica = Replica {
@@ -375,6 +387,18 @@ impl Replica {
         Ok(target)
     }
 
+    /// Proposes a reconfiguration to `next` (an established leader only; see
+    /// [`crate::members`]): the operator's path, answered with the zxid of
+    /// its first step. Refused while another is under way or when a
+    /// majority of `next`'s voters is not connected and caught up.
+    pub fn reconfigure(&mut self, next: Membership) -> Result<Zxid, zab::ProposeError> {
+        let time_ms = self.clock.now_ms;
+        let txn = Txn { session: SessionId::NONE, cxid: 0, time_ms, body: TxnBody::Reconfig { next } };
+        let zxid = self.zab.propose(txn)?;
+        self.drain_zab();
+        Ok(zxid)
+    }
+
     fn emit(&mut self, conn: ConnId, msg: ClientMessage) {
         self.outputs.push(Output::Client { conn, msg });
     }
@@ -410,12 +434,14 @@ impl Replica {
             zab::Action::Io(io) => self.outputs.push(Output::Zab(io)),
             zab::Action::Commit { entries } => self.apply_entries(entries),
             zab::Action::InstallSnapshot { zxid, chunks } => self.install_snapshot(zxid, &chunks),
-            zab::Action::SendSnapshot { to, epoch, zxid } => {
+            zab::Action::SendSnapshot { to, epoch, zxid, configuration } => {
                 // Commits are applied as Zab hands them out, so the tree is exactly at
                 // the commit point the snapshot must reflect.
                 assert_eq!(self.tree.last_zxid(), zxid, "the tree and the commit point disagree");
                 let (chunks, _) = snapshot::to_chunks(self.tree.state(), self.config.snapshot_chunk_bytes);
-                self.outputs.push(Output::Zab(zab::Io::Send { to, msg: Message::Snap { epoch, zxid, chunks } }));
+                let configuration = Some(configuration);
+                let msg = Message::Snap { epoch, zxid, chunks, configuration };
+                self.outputs.push(Output::Zab(zab::Io::Send { to, msg }));
             }
             zab::Action::RoleChanged(status) => self.on_status(status),
             zab::Action::Forwarded { from, payload } => self.on_forwarded(from, &payload),

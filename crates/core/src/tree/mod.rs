@@ -23,6 +23,7 @@ use crate::acl::{Acl, AclList};
 use crate::data::Data;
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
+use crate::members::Configuration;
 use crate::txn::{Txn, TxnBody};
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
@@ -230,6 +231,27 @@ impl DataTree {
             }
             TxnBody::MultiError(codes) => TxnResult::Multi(codes.iter().map(|c| Err(*c)).collect()),
             TxnBody::Error(code) => TxnResult::Error(*code),
+            TxnBody::Reconfig { .. } | TxnBody::ReconfigComplete => {
+                let Some(change) = body.change() else { return TxnResult::Error(ErrorCode::BadArguments) };
+                let before = self.state.configuration.clone().unwrap_or_default();
+                let after = before.after(zxid, &change);
+                self.state.set_configuration(zxid, txn.time_ms, after, triggers)
+            }
+        }
+    }
+
+    /// Takes the configuration file's membership until the ensemble is
+    /// reconfigured (a tree that holds a replicated configuration keeps it:
+    /// it wins over the file), and shows it in `/zookeeper/config` when
+    /// `shown` (ZooKeeper shows it in quorum mode, not standalone).
+    pub fn set_initial_configuration(&mut self, configuration: Configuration, shown: bool) {
+        if self.state.configuration.is_some() {
+            return;
+        }
+        if shown {
+            self.state.set_configuration(Zxid::ZERO, 0, configuration, &mut Vec::new());
+        } else {
+            self.state.configuration = Some(configuration);
         }
     }
 

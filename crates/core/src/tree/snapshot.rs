@@ -14,6 +14,7 @@ use super::{path, table, SessionRecord, TreeState, Znode};
 use crate::acl::Acl;
 use crate::data::Data;
 use crate::ids::{SessionId, Zxid};
+use crate::members::Configuration;
 use crate::txn::codec;
 use bytes::Bytes;
 use rustc_hash::FxHashMap;
@@ -33,6 +34,7 @@ enum Record {
     Node { path: String, data: Bytes, acl: u32, stat: StatPersisted },
     Footer { nodes: u64, sessions: u64 },
     NullNode { path: String, acl: u32, stat: StatPersisted },
+    Configuration(Configuration),
 }
 
 /// A record as written: the same variants in the same order (so the same
@@ -69,6 +71,7 @@ enum RecordRef<'a> {
         acl: u32,
         stat: &'a StatPersisted,
     },
+    Configuration(&'a Configuration),
 }
 
 /// Bytes as `Bytes` serializes them, so a reader decodes them as `Bytes`.
@@ -198,6 +201,10 @@ impl Iterator for Chunks<'_> {
                 self.info.sessions += 1;
                 self.push(&RecordRef::Session { id: *id, timeout_ms: record.timeout_ms, password: &record.password });
             }
+            // Only once reconfigured: a snapshot without it reads in any build.
+            if let Some(configuration) = state.configuration() {
+                self.push(&RecordRef::Configuration(configuration));
+            }
             self.nodes = Some(Box::new(state.nodes()));
         }
         while !self.done && self.buffer.len() < self.chunk_bytes {
@@ -295,6 +302,8 @@ pub enum Visit {
         /// Its negotiated timeout.
         timeout_ms: i32,
     },
+    /// The replicated configuration (only in a snapshot of a tree that has one).
+    Configuration(Configuration),
     /// A node.
     Node {
         /// Its path.
@@ -376,6 +385,7 @@ impl Walker {
                     *done = true;
                     visit(Visit::Footer { nodes, sessions });
                 }
+                Record::Configuration(configuration) => visit(Visit::Configuration(configuration)),
             }
             *records += 1;
             Ok(())
@@ -465,6 +475,12 @@ impl Reader {
                     )));
                 }
                 self.done = true;
+            }
+            Record::Configuration(configuration) => {
+                let Some(state) = self.state.as_mut() else {
+                    return Err(self.inconsistent("configuration before header"));
+                };
+                state.configuration = Some(configuration);
             }
         }
         self.records += 1;

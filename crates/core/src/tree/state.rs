@@ -4,6 +4,7 @@
 
 use super::node::SharedAcl;
 use super::*;
+use crate::members::Configuration;
 
 /// The replicated state: nodes, sessions and the indexes derived from them.
 /// Cloning is O(1) (persistent collections share structure).
@@ -20,6 +21,9 @@ pub struct TreeState {
     /// change once [`TreeState::track_digest`] turned it on (the
     /// simulation's checks; a server does not pay for it).
     pub(super) nodes_digest: Option<u64>,
+    /// The replicated configuration; None until set from the configuration
+    /// file or changed by a reconfiguration.
+    pub(super) configuration: Option<Configuration>,
 }
 
 impl Default for TreeState {
@@ -43,6 +47,46 @@ impl TreeState {
         state
     }
 
+    /// The replicated configuration, once there is one.
+    pub fn configuration(&self) -> Option<&Configuration> {
+        self.configuration.as_ref()
+    }
+
+    /// Installs `configuration` and shows it in `/zookeeper/config`, its
+    /// data replaced as a write at `zxid` would (zero: the configuration
+    /// file's, before any write). Returns the node's new data and Stat.
+    pub(super) fn set_configuration(
+        &mut self,
+        zxid: Zxid,
+        time_ms: i64,
+        configuration: Configuration,
+        triggers: &mut Vec<Trigger>,
+    ) -> TxnResult {
+        let text = Data::from(Bytes::from(configuration.zookeeper_text()));
+        let shown = self.configuration.as_ref().map(|c| (c.version, c.current()));
+        let changed = shown != Some((configuration.version, configuration.current()));
+        self.configuration = Some(configuration);
+        let Some(node) = self.nodes.get(CONFIG_PATH) else { return TxnResult::Error(ErrorCode::NoNode) };
+        if !changed {
+            return TxnResult::DataSet(node.stat());
+        }
+        if zxid == Zxid::ZERO {
+            let persisted = node.persisted();
+            let tracked = self.nodes_digest.is_some();
+            let Some(node) = self.nodes.get_mut(CONFIG_PATH) else { return TxnResult::Error(ErrorCode::NoNode) };
+            let before = tracked.then(|| node_digest(CONFIG_PATH, node));
+            let grown = text.len() as u64;
+            let shrunk = node.data().len() as u64;
+            *node = node.with_data(&text, persisted);
+            let (after, stat) = (tracked.then(|| node_digest(CONFIG_PATH, node)), node.stat());
+            self.data_bytes = self.data_bytes - shrunk + grown;
+            self.digest_change(before, after);
+            return TxnResult::DataSet(stat);
+        }
+        let version = node.stat().version + 1;
+        self.set_data(zxid, time_ms, CONFIG_PATH, &text, version, triggers)
+    }
+
     /// A tree with no nodes at all (snapshot loading fills it).
     pub(crate) fn empty() -> TreeState {
         TreeState {
@@ -54,6 +98,7 @@ impl TreeState {
             last_zxid: Zxid::ZERO,
             data_bytes: 0,
             nodes_digest: None,
+            configuration: None,
         }
     }
 

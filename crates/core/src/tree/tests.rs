@@ -463,3 +463,30 @@ fn a_tracked_digest_stays_the_digest_of_every_node_through_every_kind_of_change(
     t.create("/after", 0, 5);
     check(&t, "a create after a replaced state");
 }
+
+#[test]
+fn a_reconfiguration_shows_in_zookeeper_config_and_survives_a_snapshot() {
+    use crate::members::{Configuration, Membership};
+    let mut t = T::new();
+    t.tree.set_initial_configuration(Configuration::initial(Membership::of_ids(&[1, 2, 3], &[])), true);
+    let initial = t.tree.state().node(CONFIG_PATH).expect("config node").stat();
+    assert_eq!((initial.version, initial.mzxid), (0, 0), "the file's configuration is not a write");
+    t.tree.watches_mut().add_data(CONFIG_PATH, S);
+    let next = Membership::of_ids(&[1, 2, 3, 4], &[5]);
+    let applied = t.apply(SessionId::NONE, TxnBody::Reconfig { next });
+    let TxnResult::DataSet(stat) = applied.result else { panic!("{:?}", applied.result) };
+    assert_eq!((stat.version, stat.mzxid), (1, Zxid::new(1, 1).as_i64()));
+    assert_eq!(applied.events.len(), 1, "a watch on /zookeeper/config fires");
+    let text = t.tree.state().node(CONFIG_PATH).unwrap().data_value();
+    let text = std::str::from_utf8(text.as_option().unwrap()).unwrap().to_string();
+    assert!(text.contains("server.4=:participant;") && text.contains("server.5=:observer;"), "{text}");
+    assert!(text.ends_with("version=100000001"), "{text}");
+    assert!(t.tree.state().configuration().unwrap().is_joint());
+    t.apply(SessionId::NONE, TxnBody::ReconfigComplete);
+    let done = t.tree.state().configuration().unwrap().clone();
+    assert!(!done.is_joint());
+    assert_eq!(t.tree.state().node(CONFIG_PATH).unwrap().stat().version, 1, "completing changes nothing shown");
+    let (chunks, _) = crate::tree::snapshot::to_chunks(t.tree.state(), 64);
+    let loaded = crate::tree::snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).expect("load");
+    assert_eq!(loaded.configuration(), Some(&done), "the snapshot carries the configuration");
+}

@@ -11,6 +11,7 @@ use super::TxnBody;
 use crate::acl::Acl;
 use crate::data::Data;
 use crate::error::ErrorCode;
+use crate::members::Membership;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -30,6 +31,8 @@ enum Written<'a> {
     Error(ErrorCode),
     CreateNull { path: &'a str, acl: &'a [Acl], ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: &'a str, version: i32 },
+    Reconfig { next: &'a Membership },
+    ReconfigComplete,
 }
 
 /// A body as read: the same variants, owned.
@@ -47,6 +50,8 @@ enum Read {
     Error(ErrorCode),
     CreateNull { path: String, acl: Vec<Acl>, ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: String, version: i32 },
+    Reconfig { next: Membership },
+    ReconfigComplete,
 }
 
 impl<'a> From<&'a TxnBody> for Written<'a> {
@@ -81,6 +86,8 @@ impl<'a> From<&'a TxnBody> for Written<'a> {
             TxnBody::Multi(ops) => Written::Multi(ops),
             TxnBody::MultiError(codes) => Written::MultiError(codes),
             TxnBody::Error(code) => Written::Error(*code),
+            TxnBody::Reconfig { next } => Written::Reconfig { next },
+            TxnBody::ReconfigComplete => Written::ReconfigComplete,
         }
     }
 }
@@ -104,6 +111,8 @@ impl From<Read> for TxnBody {
                 TxnBody::Create { path, data: Data::NULL, acl, ephemeral_owner, parent_cversion }
             }
             Read::SetDataNull { path, version } => TxnBody::SetData { path, data: Data::NULL, version },
+            Read::Reconfig { next } => TxnBody::Reconfig { next },
+            Read::ReconfigComplete => TxnBody::ReconfigComplete,
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::acl::Acl;
 use crate::data::Data;
 use crate::error::ErrorCode;
 use crate::ids::{SessionId, Zxid};
+use crate::members::{Change, Membership};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -96,6 +97,15 @@ pub enum TxnBody {
     /// A write that failed validation. Replicated like any write so that the
     /// session's replies stay in order (as ZooKeeper does). Changes nothing.
     Error(ErrorCode),
+    /// A reconfiguration's first step: the joint configuration toward
+    /// `next` (see [`crate::members`]).
+    Reconfig {
+        /// The members moved to.
+        next: Membership,
+    },
+    /// A reconfiguration's second step, proposed by the leader once the
+    /// first is committed: the new members decide alone.
+    ReconfigComplete,
 }
 
 impl Txn {
@@ -108,6 +118,15 @@ impl Txn {
 }
 
 impl TxnBody {
+    /// The reconfiguration step this transaction is, if it is one.
+    pub fn change(&self) -> Option<Change> {
+        match self {
+            TxnBody::Reconfig { next } => Some(Change::Enter(next.clone())),
+            TxnBody::ReconfigComplete => Some(Change::Complete),
+            _ => None,
+        }
+    }
+
     fn approximate_size(&self) -> usize {
         let data_len = |data: &Data| data.as_option().map_or(0, Bytes::len);
         let acl = |acl: &[Acl]| acl.iter().map(|a| 8 + a.id.scheme.len() + a.id.id.len()).sum::<usize>();
@@ -121,6 +140,10 @@ impl TxnBody {
             TxnBody::Multi(ops) => ops.iter().map(|op| 4 + op.approximate_size()).sum(),
             TxnBody::MultiError(codes) => 4 * codes.len(),
             TxnBody::Error(_) => 4,
+            TxnBody::Reconfig { next } => {
+                next.members().iter().map(|m| 16 + m.peer_address.len() + m.client_address.len()).sum()
+            }
+            TxnBody::ReconfigComplete => 4,
         }
     }
 }
@@ -183,6 +206,12 @@ impl fmt::Display for TxnBody {
                 write!(f, "failed multi {names:?}")
             }
             TxnBody::Error(code) => write!(f, "error {code}"),
+            TxnBody::Reconfig { next } => {
+                let voters: Vec<_> = next.voters().collect();
+                let observers: Vec<_> = next.observers().collect();
+                write!(f, "reconfig voters={voters:?} observers={observers:?}")
+            }
+            TxnBody::ReconfigComplete => write!(f, "reconfig complete"),
         }
     }
 }

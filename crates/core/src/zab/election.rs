@@ -99,17 +99,20 @@ impl Peer {
             }
             return;
         };
-        if !self.config.is_voter(from) {
-            // An observer looking for the leader: a voter tells it its vote
-            // (observers do not answer each other); nothing is counted.
-            if state == PeerState::Looking && !self.config.observes() {
-                self.notify(from);
-            }
-            return;
-        }
+        let from_voter = self.log.configuration().is_voter(from);
         match state {
-            PeerState::Looking if self.config.observes() => self.observer_on_looking_notification(from, round, vote),
+            // An observer (or a member joining or removed) looking for the
+            // leader: a voter tells it its vote (observers do not answer
+            // each other); nothing is counted.
+            PeerState::Looking if !from_voter => {
+                if self.votes() {
+                    self.notify(from);
+                }
+            }
+            PeerState::Looking if !self.votes() => self.observer_on_looking_notification(from, round, vote),
             PeerState::Looking => self.on_looking_notification(from, round, vote),
+            // Anyone settled may say who leads (a leader outside our
+            // configuration among them); only voters' words are counted.
             PeerState::Following | PeerState::Leading => self.on_settled_notification(from, round, vote, state),
         }
     }
@@ -172,6 +175,13 @@ impl Peer {
             e.received.insert(from, vote);
         }
         e.out_of_election.insert(from, (vote, state));
+        // A leader outside our configuration (we are behind a
+        // reconfiguration, or not yet a member) never writes to us: ask it,
+        // it answers a looker with its own word that it leads.
+        let unheard = vote.leader != self.config.id && !e.out_of_election.contains_key(&vote.leader);
+        if unheard && !self.log.configuration().is_member(vote.leader) {
+            self.notify(vote.leader);
+        }
         if self.check_join() {
             self.round = self.round.max(round);
             return;
@@ -182,8 +192,8 @@ impl Peer {
     /// Joins an established leader when a quorum outside the election agrees
     /// on it and the leader itself says it leads (ZooKeeper's checkLeader).
     fn check_join(&mut self) -> bool {
-        let quorum = self.config.quorum();
         let (now, wait, id) = (self.now, self.config.finalize_wait_ticks, self.config.id);
+        let conf = self.log.configuration();
         let State::Looking(e) = &self.state else { return false };
         if now < e.started + wait {
             return false;
@@ -192,12 +202,8 @@ impl Peer {
             let leader = vote.leader;
             let leads = sender == leader && state == PeerState::Leading;
             // Only voters vouch for a leader (an observer only follows one).
-            let agreeing = e
-                .out_of_election
-                .iter()
-                .filter(|(id, (v, _))| v.leader == leader && self.config.is_voter(**id))
-                .count();
-            (leads && agreeing >= quorum && leader != id).then_some(vote)
+            let vouch = |voter| e.out_of_election.get(&voter).is_some_and(|(v, _)| v.leader == leader);
+            (leads && leader != id && conf.is_quorum(vouch)).then_some(vote)
         });
         match found {
             Some(vote) => {
@@ -211,28 +217,28 @@ impl Peer {
     /// Ends the election when our vote has a quorum and either every voter
     /// agrees or no better vote came within the finalize wait.
     pub(super) fn check_election_done(&mut self) {
-        let quorum = self.config.quorum();
-        let voters = self.config.voters.len();
         let now = self.now;
         let wait = self.config.finalize_wait_ticks;
-        let observes = self.config.observes();
+        let observes = !self.votes();
+        let conf = self.log.configuration();
         let State::Looking(e) = &mut self.state else { return };
+        let agree_on = |vote: &Vote| conf.is_quorum(|id| e.received.get(&id) == Some(vote));
         if observes {
             // An observer has no vote of its own: it follows what a quorum of
             // voters agreed on, once they have (never itself).
-            let agreed = e.received.values().find(|v| e.received.values().filter(|w| w == v).count() >= quorum);
-            if let Some(&vote) = agreed.filter(|v| v.leader != self.config.id) {
+            let agreed = e.received.values().find(|v| agree_on(v)).copied();
+            if let Some(vote) = agreed.filter(|v| v.leader != self.config.id) {
                 self.decide(vote);
             }
             return;
         }
-        let agreeing = e.received.values().filter(|v| **v == e.vote).count();
-        if agreeing < quorum {
+        if !agree_on(&e.vote) {
             e.quorum_since = None;
             return;
         }
+        let all_agree = conf.voters().iter().all(|id| e.received.get(id) == Some(&e.vote));
         let since = *e.quorum_since.get_or_insert(now);
-        if agreeing == voters || now >= since + wait {
+        if all_agree || now >= since + wait {
             let vote = e.vote;
             self.decide(vote);
         }

@@ -13,6 +13,7 @@ use super::log::Log;
 use super::StorageOp;
 use super::{Action, Message, Peer, Role, State, Status};
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::Configuration;
 use crate::txn::Entry;
 use bytes::Bytes;
 
@@ -55,6 +56,8 @@ pub(super) struct Follower {
 struct PendingSnapshot {
     zxid: Zxid,
     chunks: Vec<Bytes>,
+    /// The configuration at `zxid` (None from a leader that did not send one).
+    configuration: Option<Configuration>,
     entries: Vec<Entry>,
 }
 
@@ -175,7 +178,7 @@ impl Peer {
         f.last_heard = now;
         match msg {
             Message::Diff { truncate_to, from, committed, .. } => self.on_diff(truncate_to, from, committed),
-            Message::Snap { zxid, chunks, .. } => self.on_snap(zxid, chunks),
+            Message::Snap { zxid, chunks, configuration, .. } => self.on_snap(zxid, chunks, configuration),
             Message::Proposal { prev, entries, .. } => self.on_proposal(prev, entries),
             Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
             Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
@@ -253,7 +256,7 @@ impl Peer {
         }
     }
 
-    fn on_snap(&mut self, zxid: Zxid, chunks: Vec<Bytes>) {
+    fn on_snap(&mut self, zxid: Zxid, chunks: Vec<Bytes>, configuration: Option<Configuration>) {
         let Some(f) = self.follower() else { return };
         if f.stage != Stage::AwaitingSync {
             return;
@@ -262,7 +265,7 @@ impl Peer {
         f.leader_committed = f.leader_committed.max(zxid);
         // Nothing changes yet, in memory or on disk: if this sync breaks off,
         // we must still hold every entry we had, committed ones among them.
-        f.snapshot = Some(PendingSnapshot { zxid, chunks, entries: Vec::new() });
+        f.snapshot = Some(PendingSnapshot { zxid, chunks, configuration, entries: Vec::new() });
     }
 
     /// Entries that follow a pending snapshot are held with it.
@@ -291,8 +294,9 @@ impl Peer {
     /// At NEWLEADER: replaces tree, log and storage with the snapshot and the
     /// entries after it, in one storage batch.
     fn install_pending_snapshot(&mut self, pending: PendingSnapshot) {
-        let PendingSnapshot { zxid, chunks, entries } = pending;
-        self.log.reset(zxid);
+        let PendingSnapshot { zxid, chunks, configuration, entries } = pending;
+        let configuration = configuration.unwrap_or_else(|| self.log.configuration().clone());
+        self.log.reset(zxid, configuration);
         self.committed = zxid;
         self.durable_zxid = zxid;
         self.appends_in_flight.clear();

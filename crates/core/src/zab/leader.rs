@@ -52,8 +52,6 @@ enum Stage {
 
 struct Tracked {
     stage: Stage,
-    /// It votes: its acknowledgements count toward quorums (an observer's never do).
-    voter: bool,
     /// Highest zxid this follower holds durably (valid once synced).
     acked: Zxid,
     /// The history NEWLEADER told it to hold; its ACK must name exactly this.
@@ -148,6 +146,15 @@ impl Leader {
         self.followers.contains_key(&id)
     }
 
+    /// What a synced follower acknowledged; None for one not synced.
+    pub(super) fn acked_if_synced(&self, id: ServerId) -> Option<Zxid> {
+        self.followers.get(&id).filter(|t| t.stage == Stage::Synced).map(|t| t.acked)
+    }
+
+    fn is_synced(&self, id: ServerId) -> bool {
+        self.followers.get(&id).is_some_and(|t| t.stage == Stage::Synced)
+    }
+
     pub(super) fn synced_followers(&self) -> Vec<ServerId> {
         self.followers.iter().filter(|(_, t)| t.stage == Stage::Synced).map(|(id, _)| *id).collect()
     }
@@ -190,11 +197,11 @@ impl Peer {
     }
 
     fn maybe_choose_epoch(&mut self) {
-        let (quorum, floor) = (self.config.quorum(), self.epoch_floor);
-        let voters = self.config.voters.clone();
-        let Some(l) = self.leader() else { return };
+        let floor = self.epoch_floor;
+        let conf = self.log.configuration();
+        let State::Leading(l) = &mut self.state else { return };
         // Observers' epochs raise the new one (so they can follow it) but do not make the quorum.
-        if l.accepted_seq.is_some() || l.infos.keys().filter(|id| voters.contains(id)).count() < quorum {
+        if l.accepted_seq.is_some() || !conf.is_quorum(|id| l.infos.contains_key(&id)) {
             return;
         }
         let epoch = l.infos.values().copied().max().unwrap_or(0).max(floor) + 1;
@@ -247,15 +254,16 @@ impl Peer {
         let now = self.now;
         let sync_limit = self.config.sync_limit_ticks;
         let init_limit = self.config.init_limit_ticks;
-        let quorum = self.config.quorum();
-        let committed = self.committed;
-        let Some(l) = self.leader() else { return };
+        let (committed, id) = (self.committed, self.config.id);
+        let conf = self.log.configuration();
+        let State::Leading(l) = &mut self.state else { return };
         let limit = if l.phase == Phase::Broadcast { sync_limit } else { init_limit };
         let stale: Vec<ServerId> =
             l.followers.iter().filter(|(_, t)| now.saturating_sub(t.last_heard) > limit).map(|(id, _)| *id).collect();
         for id in stale {
             l.drop_follower(id);
         }
+        let has_quorum = conf.is_quorum(|f| f == id || l.is_synced(f));
         if l.phase != Phase::Broadcast {
             if now.saturating_sub(l.phase_started) > init_limit {
                 self.become_looking("no quorum synced within initLimit");
@@ -264,13 +272,13 @@ impl Peer {
             }
             return;
         }
-        let synced = l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).count();
-        if synced + 1 < quorum {
+        if !has_quorum {
             self.become_looking("lost the quorum of synced followers");
             return;
         }
         self.ping_followers(committed);
         self.check_transfer();
+        self.reconfiguration_on_commit();
     }
 
     /// Leader: starts handing leadership to `to`, or to the most caught-up
@@ -282,16 +290,21 @@ impl Peer {
     /// A second call retargets the transfer.
     pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, TransferError> {
         let (id, now, init_limit) = (self.config.id, self.now, self.config.init_limit_ticks);
-        let l = self.leader().filter(|l| l.is_established()).ok_or(TransferError::NotLeader)?;
-        let synced = |t: &Tracked| t.voter && t.stage == Stage::Synced;
+        // The target must vote once any reconfiguration under way is done.
+        let current = self.log.configuration().current();
+        let State::Leading(l) = &mut self.state else { return Err(TransferError::NotLeader) };
+        if !l.is_established() {
+            return Err(TransferError::NotLeader);
+        }
+        let synced = |f: ServerId, t: &Tracked| current.is_voter(f) && t.stage == Stage::Synced;
         let target = match to {
             Some(to) if to == id => return Err(TransferError::AlreadyLeads(id)),
-            Some(to) if l.followers.get(&to).is_some_and(synced) => to,
+            Some(to) if l.followers.get(&to).is_some_and(|t| synced(to, t)) => to,
             Some(to) => return Err(TransferError::NotSynced(to)),
             None => l
                 .followers
                 .iter()
-                .filter(|(_, t)| synced(t))
+                .filter(|(f, t)| synced(**f, t))
                 .max_by_key(|(id, t)| (t.acked, **id))
                 .map(|(id, _)| *id)
                 .ok_or(TransferError::NoFollower)?,
@@ -371,17 +384,15 @@ impl Peer {
     /// Confirms the newest probe that a quorum has echoed, the leader's own
     /// echo being every probe it asked for.
     fn check_probes(&mut self) {
-        let quorum = self.config.quorum();
-        let Some(l) = self.leader() else { return };
-        let mut echoes: Vec<u64> = l
-            .followers
-            .values()
-            .filter(|t| t.voter && t.stage == Stage::Synced)
-            .map(|t| t.echoed.min(l.probe_sent))
-            .collect();
-        echoes.push(l.probe_wanted);
-        echoes.sort_unstable_by(|a, b| b.cmp(a));
-        let Some(&confirmed) = echoes.get(quorum - 1) else { return };
+        let id = self.config.id;
+        let conf = self.log.configuration();
+        let State::Leading(l) = &mut self.state else { return };
+        let echo = |f: ServerId| match l.followers.get(&f) {
+            _ if f == id => Some(l.probe_wanted),
+            Some(t) if t.stage == Stage::Synced => Some(t.echoed.min(l.probe_sent)),
+            _ => None,
+        };
+        let Some(confirmed) = conf.quorum_point(echo) else { return };
         if confirmed > l.probe_confirmed {
             l.probe_confirmed = confirmed;
             self.outbox.push(Action::LeadershipConfirmed { probe: confirmed });
@@ -428,7 +439,6 @@ impl Peer {
     fn on_follower_info(&mut self, from: ServerId, accepted_epoch: Epoch) {
         let now = self.now;
         let epoch_durable = self.epoch_durable();
-        let voter = self.config.is_voter(from);
         let Some(l) = self.leader() else { return };
         if let Some(t) = l.followers.get(&from) {
             if t.stage == Stage::AwaitingAckEpoch {
@@ -445,7 +455,6 @@ impl Peer {
             from,
             Tracked {
                 stage: Stage::AwaitingAckEpoch,
-                voter,
                 acked: Zxid::ZERO,
                 newleader: None,
                 last_heard: now,
@@ -484,6 +493,7 @@ impl Peer {
         summary: LogSummary,
     ) {
         let ours = (self.current_epoch, self.log.last_zxid());
+        let voter = self.log.configuration().is_voter(from);
         let Some(l) = self.leader() else { return };
         let Some(t) = l.followers.get_mut(&from) else { return };
         if t.stage != Stage::AwaitingAckEpoch {
@@ -491,7 +501,7 @@ impl Peer {
         }
         // An observer may hold proposals no voter kept (never committed): it
         // is truncated to our history, as a follower of a later epoch would be.
-        if t.voter && l.phase == Phase::Discovery && (current_epoch, last_zxid) > ours {
+        if voter && l.phase == Phase::Discovery && (current_epoch, last_zxid) > ours {
             // The election picked us on stale information (ZooKeeper aborts too).
             let reason = format!("follower {from} is ahead of the leader");
             self.become_looking(&reason);
@@ -499,7 +509,7 @@ impl Peer {
         }
         t.position = Some((last_zxid, summary));
         t.stage = Stage::AwaitingSync;
-        if acked && t.voter {
+        if acked {
             l.epoch_acks.insert(from);
         }
         if l.phase == Phase::Discovery {
@@ -510,10 +520,10 @@ impl Peer {
     }
 
     fn maybe_finish_discovery(&mut self) {
-        let quorum = self.config.quorum();
         let epoch_durable = self.epoch_durable();
-        let Some(l) = self.leader() else { return };
-        if l.phase != Phase::Discovery || !epoch_durable || l.epoch_acks.len() < quorum {
+        let conf = self.log.configuration();
+        let State::Leading(l) = &mut self.state else { return };
+        if l.phase != Phase::Discovery || !epoch_durable || !conf.is_quorum(|id| l.epoch_acks.contains(&id)) {
             return;
         }
         let epoch = l.epoch;
@@ -556,7 +566,8 @@ impl Peer {
         let from = match plan {
             SyncPlan::Snap => {
                 tracing::info!(follower = id, epoch, zxid = %committed, "SNAP sync");
-                self.outbox.push(Action::SendSnapshot { to: id, epoch, zxid: committed });
+                let configuration = self.log.configuration_at(committed).clone();
+                self.outbox.push(Action::SendSnapshot { to: id, epoch, zxid: committed, configuration });
                 committed
             }
             SyncPlan::Diff { from, truncate } => {
@@ -611,16 +622,15 @@ impl Peer {
     }
 
     fn maybe_establish(&mut self) {
-        let quorum = self.config.quorum();
         let durable = self.durable_seq;
         let id = self.config.id;
-        let Some(l) = self.leader() else { return };
+        let conf = self.log.configuration();
+        let State::Leading(l) = &mut self.state else { return };
         if l.phase != Phase::Synchronization {
             return;
         }
         let self_acked = l.current_seq.is_some_and(|s| s <= durable);
-        let synced = l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).count();
-        if synced + usize::from(self_acked) < quorum {
+        if !conf.is_quorum(|f| if f == id { self_acked } else { l.is_synced(f) }) {
             return;
         }
         l.phase = Phase::Broadcast;
@@ -640,18 +650,20 @@ impl Peer {
         }
         self.set_status(Status { role: Role::Leading, epoch, leader: Some(id), serving: true });
         self.try_commit();
+        self.reconfiguration_on_commit();
     }
 
     /// The highest zxid a quorum (this leader included) holds durably, as
     /// far as their acknowledgements tell; zero when no quorum is synced.
     pub(super) fn quorum_durable(&self) -> Zxid {
-        let quorum = self.config.quorum();
         let State::Leading(l) = &self.state else { return Zxid::ZERO };
-        let mut acked: Vec<Zxid> =
-            l.followers.values().filter(|t| t.voter && t.stage == Stage::Synced).map(|t| t.acked).collect();
-        acked.push(self.durable_zxid);
-        acked.sort_unstable_by(|a, b| b.cmp(a));
-        acked.get(quorum - 1).copied().unwrap_or(Zxid::ZERO)
+        let id = self.config.id;
+        let acked = |f: ServerId| match l.followers.get(&f) {
+            _ if f == id => Some(self.durable_zxid),
+            Some(t) if t.stage == Stage::Synced => Some(t.acked),
+            _ => None,
+        };
+        self.log.configuration().quorum_point(acked).unwrap_or(Zxid::ZERO)
     }
 
     /// Commits the highest zxid of this epoch that a quorum holds durably.
@@ -671,5 +683,6 @@ impl Peer {
         for to in targets {
             self.send(to, Message::Commit { epoch, zxid: committed });
         }
+        self.reconfiguration_on_commit();
     }
 }

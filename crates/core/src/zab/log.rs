@@ -7,6 +7,7 @@
 
 use super::message::{EpochRange, LogSummary};
 use crate::ids::Zxid;
+use crate::members::Configuration;
 use crate::txn::Entry;
 use std::collections::VecDeque;
 
@@ -18,6 +19,12 @@ pub struct Log {
     /// Durable in storage and no longer held: one range per epoch, ascending.
     stored: Vec<EpochRange>,
     entries: VecDeque<Entry>,
+    /// The configuration in force at `base`.
+    base_config: Configuration,
+    /// The configuration after each reconfiguration entry above `base`, in
+    /// zxid order: the last is in force (a member acts on a configuration
+    /// its log holds, committed or not; see [`crate::members`]).
+    configs: Vec<(Zxid, Configuration)>,
 }
 
 /// Why an entry cannot follow the log's current end.
@@ -59,9 +66,36 @@ fn push_zxid(ranges: &mut Vec<EpochRange>, zxid: Zxid) {
 }
 
 impl Log {
-    /// A log holding `entries` above snapshot `base`.
-    pub fn new(base: Zxid, entries: Vec<Entry>) -> Log {
-        Log { base, stored: Vec::new(), entries: entries.into() }
+    /// A log holding `entries` above snapshot `base`, whose configuration is `base_config`.
+    pub fn new(base: Zxid, base_config: Configuration, entries: Vec<Entry>) -> Log {
+        let mut log = Log { base, base_config, ..Log::default() };
+        for entry in &entries {
+            log.note_configuration(entry);
+        }
+        log.entries = entries.into();
+        log
+    }
+
+    /// The configuration in force: the newest this log holds.
+    pub fn configuration(&self) -> &Configuration {
+        self.configs.last().map_or(&self.base_config, |(_, c)| c)
+    }
+
+    /// The configuration in force at `zxid` (at or above the base).
+    pub fn configuration_at(&self, zxid: Zxid) -> &Configuration {
+        self.configs.iter().rev().find(|(z, _)| *z <= zxid).map_or(&self.base_config, |(_, c)| c)
+    }
+
+    /// Whether a reconfiguration entry lies above `zxid`.
+    pub fn reconfiguring_after(&self, zxid: Zxid) -> bool {
+        self.configs.last().is_some_and(|(z, _)| *z > zxid)
+    }
+
+    fn note_configuration(&mut self, entry: &Entry) {
+        if let Some(change) = entry.txn.body.change() {
+            let next = self.configuration().after(entry.zxid, &change);
+            self.configs.push((entry.zxid, next));
+        }
     }
 
     /// The snapshot point: entries up to it are not in this log.
@@ -114,6 +148,7 @@ impl Log {
         if !fits {
             return Err(LogError::Discontinuous { last, found: entry.zxid });
         }
+        self.note_configuration(&entry);
         self.entries.push_back(entry);
         Ok(())
     }
@@ -175,6 +210,7 @@ impl Log {
         };
         let mut dropped = self.entries.len().saturating_sub(keep);
         self.entries.truncate(keep);
+        self.configs.retain(|(z, _)| *z <= zxid);
         if self.entries.is_empty() {
             // Only committed entries are stored, so no truncation should
             // reach them; a cut there is still kept exact.
@@ -187,9 +223,11 @@ impl Log {
         dropped
     }
 
-    /// Replaces everything with a snapshot at `zxid`.
-    pub fn reset(&mut self, zxid: Zxid) {
+    /// Replaces everything with a snapshot at `zxid` whose configuration is `config`.
+    pub fn reset(&mut self, zxid: Zxid, config: Configuration) {
         self.base = zxid;
+        self.base_config = config;
+        self.configs.clear();
         self.stored.clear();
         self.entries.clear();
     }
@@ -220,6 +258,10 @@ impl Log {
             self.release_slots();
         }
         self.base = base;
+        let folded = self.configs.partition_point(|(z, _)| *z <= base);
+        if let Some((_, config)) = self.configs.drain(..folded).next_back() {
+            self.base_config = config;
+        }
     }
 
     /// Stops holding entries up to `zxid` but the newest `keep` of them:
@@ -357,7 +399,7 @@ mod tests {
     }
 
     fn log_of(base: Zxid, zxids: &[(u32, u32)]) -> Log {
-        let mut log = Log::new(base, vec![]);
+        let mut log = Log::new(base, Configuration::default(), vec![]);
         for &(e, c) in zxids {
             log.append(entry(e, c)).unwrap();
         }
@@ -370,7 +412,7 @@ mod tests {
         assert!(log.append(entry(1, 4)).is_err(), "hole");
         assert!(log.append(entry(2, 2)).is_err(), "new epoch must start at 1");
         assert!(log.append(entry(2, 1)).is_ok());
-        let mut mid = Log::new(Zxid::new(3, 7), vec![]);
+        let mut mid = Log::new(Zxid::new(3, 7), Configuration::default(), vec![]);
         assert!(mid.append(entry(3, 8)).is_ok(), "continues a snapshot taken mid-epoch");
     }
 

@@ -5,6 +5,7 @@
 //! instead of being mistaken for current traffic.
 
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::Configuration;
 use crate::txn::Entry;
 use bytes::Bytes;
 
@@ -124,6 +125,9 @@ pub enum Message {
         zxid: Zxid,
         /// `tree::snapshot` chunks.
         chunks: Vec<Bytes>,
+        /// The configuration in force at `zxid` (None from a leader of a
+        /// build before reconfiguration: the follower keeps its own).
+        configuration: Option<Configuration>,
     },
     /// \[NEWLEADER\] The follower now has the leader's history up to `zxid`.
     NewLeader {

@@ -26,6 +26,7 @@ mod leader;
 pub mod log;
 pub mod message;
 mod persist;
+mod reconfig;
 
 /// What a runtime sends for [`Io::SendStored`], read from `stored` (a test
 /// harness's durable log); panics when it lacks an entry asked for.
@@ -56,7 +57,8 @@ pub fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) 
 mod tests;
 
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::txn::{Entry, Txn};
+use crate::members::{Configuration, Membership};
+use crate::txn::{Entry, Txn, TxnBody};
 use bytes::Bytes;
 use election::Election;
 use follower::Follower;
@@ -72,7 +74,9 @@ use std::collections::VecDeque;
 pub struct Config {
     /// This replica.
     pub id: ServerId,
-    /// Every voting member (this one included, unless it observes).
+    /// Every voting member (this one included, unless it observes), as the
+    /// configuration file gives them: in force until the replicated
+    /// configuration (see [`crate::members`]) says otherwise.
     pub voters: Vec<ServerId>,
     /// Members that take every commit and serve clients but never vote nor
     /// count toward a quorum (ZooKeeper's observers, etcd's learners).
@@ -130,24 +134,10 @@ impl Config {
         }
     }
 
-    /// The size of a majority of the voters.
-    pub fn quorum(&self) -> usize {
-        self.voters.len() / 2 + 1
-    }
-
-    /// Whether `id` votes.
-    pub fn is_voter(&self, id: ServerId) -> bool {
-        self.voters.contains(&id)
-    }
-
-    /// Whether this member observes (never votes, never leads).
-    pub fn observes(&self) -> bool {
-        !self.is_voter(self.id)
-    }
-
-    /// Whether `id` is a member, voting or observing.
-    pub fn is_member(&self, id: ServerId) -> bool {
-        self.is_voter(id) || self.observers.contains(&id)
+    /// The configuration of `voters` and `observers`, in force until the
+    /// log holds a reconfiguration.
+    pub fn initial_configuration(&self) -> Configuration {
+        Configuration::initial(Membership::of_ids(&self.voters, &self.observers))
     }
 }
 
@@ -290,6 +280,8 @@ pub enum Action {
         epoch: Epoch,
         /// The commit point the tree must be at.
         zxid: Zxid,
+        /// The configuration in force at that point, sent with it.
+        configuration: Configuration,
     },
     /// The peer's role, leader or serving state changed.
     RoleChanged(Status),
@@ -325,6 +317,13 @@ pub enum ProposeError {
     /// Too many proposals are outstanding.
     #[error("too many outstanding proposals")]
     Busy,
+    /// Another reconfiguration is under way (ZooKeeper's ReconfigInProgress).
+    #[error("another reconfiguration is in progress")]
+    ReconfigInProgress,
+    /// A majority of the new configuration's voters is not connected and
+    /// caught up (ZooKeeper's NewConfigNoQuorum).
+    #[error("a majority of the new configuration's voters is not connected and caught up")]
+    NewConfigNoQuorum,
 }
 
 enum State {
@@ -374,7 +373,9 @@ impl Peer {
     /// reflect everything up to `durable.snapshot_zxid`; entries after it are
     /// applied only once a leader commits them.
     pub fn new(config: Config, durable: Durable) -> Peer {
-        let log = Log::new(durable.snapshot_zxid, durable.entries);
+        // The replicated configuration wins over the file's once there is one.
+        let base_config = durable.configuration.unwrap_or_else(|| config.initial_configuration());
+        let log = Log::new(durable.snapshot_zxid, base_config, durable.entries);
         let last = log.last_zxid();
         let status = Status { role: Role::Looking, epoch: 0, leader: None, serving: false };
         let mut peer = Peer {
@@ -471,6 +472,17 @@ impl Peer {
         self.committed
     }
 
+    /// The configuration in force: the newest the log holds, committed or
+    /// not (see [`crate::members`]).
+    pub fn configuration(&self) -> &Configuration {
+        self.log.configuration()
+    }
+
+    /// Whether this member votes in the configuration in force.
+    fn votes(&self) -> bool {
+        self.log.configuration().is_voter(self.config.id)
+    }
+
     /// The log: entries held in memory, and the ranges of stored ones.
     pub fn log(&self) -> &log::Log {
         &self.log
@@ -535,6 +547,9 @@ impl Peer {
     /// storage and followers at the next [`Peer::take_actions`].
     pub fn propose(&mut self, txn: Txn) -> Result<Zxid, ProposeError> {
         let zxid = self.next_zxid()?;
+        if let TxnBody::Reconfig { next } = &txn.body {
+            self.check_reconfig(next)?;
+        }
         let entry = Entry::new(zxid, txn);
         if let Err(e) = self.log.append(entry.clone()) {
             unreachable!("next_zxid yields the entry that follows the log: {e}");
@@ -584,11 +599,15 @@ impl Peer {
         self.outbox.push(Action::Io(Io::Send { to, msg }));
     }
 
-    /// Sends `msg` to every other member, observers included (they learn
-    /// who leads from the voters' notifications).
+    /// Sends `msg` to every other member of the configuration in force (of
+    /// both while joint), observers included (they learn who leads from the
+    /// voters' notifications).
     fn broadcast_to_members(&mut self, msg: Message) {
-        let all = self.config.voters.iter().chain(&self.config.observers);
-        let others: Vec<ServerId> = all.copied().filter(|v| *v != self.config.id).collect();
+        let conf = self.log.configuration();
+        let all = conf.active.members().iter().chain(conf.next.iter().flat_map(|m| m.members()));
+        let mut others: Vec<ServerId> = all.map(|m| m.id).filter(|v| *v != self.config.id).collect();
+        others.sort_unstable();
+        others.dedup();
         for to in others {
             self.send(to, msg.clone());
         }
@@ -623,7 +642,9 @@ impl Peer {
     }
 
     fn on_message(&mut self, from: ServerId, msg: Message) {
-        if from == self.config.id || !self.config.is_member(from) {
+        // Anyone may speak: a member joining is not in the configuration yet,
+        // and one removed keeps following. What counts is decided per message.
+        if from == self.config.id {
             return;
         }
         if let Message::Notification { round, vote, state } = msg {
@@ -707,7 +728,7 @@ impl Peer {
             Some(leader) => Vote { nominated: true, leader, ..own },
             None => own,
         };
-        let election = Election::new(vote, self.config.id, !self.config.observes(), self.now);
+        let election = Election::new(vote, self.config.id, self.votes(), self.now);
         self.state = State::Looking(election);
         self.set_status(Status { role: Role::Looking, epoch: 0, leader: None, serving: false });
         self.broadcast_notification();

@@ -3,6 +3,7 @@
 
 use super::{Action, Io, Message, Peer, State};
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::Configuration;
 use crate::txn::Entry;
 use bytes::Bytes;
 
@@ -38,6 +39,9 @@ pub struct Durable {
     pub snapshot_zxid: Zxid,
     /// Log entries after the snapshot.
     pub entries: Vec<Entry>,
+    /// The configuration the snapshot holds; None when it was never
+    /// reconfigured (the configuration file's is in force).
+    pub configuration: Option<Configuration>,
 }
 
 /// Durability on the peer: every promise waits for the storage operation it depends on.

@@ -39,7 +39,9 @@ struct Cluster {
     resident: usize,
     /// Entries sent by DIFF from storage.
     sent_from_storage: usize,
-    /// The last this many ids observe.
+    /// The configuration file's voters: ids 1 to this.
+    voters: u64,
+    /// The this many ids after the voters observe.
     observers: u64,
 }
 
@@ -71,6 +73,7 @@ impl Cluster {
             tamper: None,
             resident,
             sent_from_storage: 0,
+            voters: n,
             observers: 0,
         };
         for id in 1..=n {
@@ -111,6 +114,10 @@ impl Cluster {
                             StorageOp::InstallSnapshot { zxid, .. } => {
                                 d.entries.clear();
                                 d.snapshot_zxid = zxid;
+                                // A real snapshot holds the tree's configuration.
+                                let peer = &self.nodes[&id].peer;
+                                let configuration = peer.log().configuration_at(zxid).clone();
+                                self.nodes.get_mut(&id).unwrap().durable.configuration = Some(configuration);
                             }
                         }
                     }
@@ -118,8 +125,9 @@ impl Cluster {
                         let node = self.nodes.get_mut(&id).unwrap();
                         node.applied.extend(entries.iter().map(|e| e.zxid));
                     }
-                    Action::SendSnapshot { to, epoch, zxid } => {
-                        self.queue.push_back((id, to, Message::Snap { epoch, zxid, chunks: vec![] }));
+                    Action::SendSnapshot { to, epoch, zxid, configuration } => {
+                        let configuration = Some(configuration);
+                        self.queue.push_back((id, to, Message::Snap { epoch, zxid, chunks: vec![], configuration }));
                     }
                     Action::InstallSnapshot { zxid, .. } => {
                         let node = self.nodes.get_mut(&id).unwrap();
@@ -218,7 +226,7 @@ impl Cluster {
     }
 
     fn member_config(&self, id: ServerId) -> Config {
-        let voters = self.nodes.len() as u64 - self.observers;
+        let voters = self.voters;
         let mut config = Config { resident_log_entries: self.resident, ..config(id, voters) };
         config.observers = (voters + 1..=voters + self.observers).collect();
         config
@@ -491,7 +499,8 @@ fn t90_lost_snap_does_not_graft_onto_an_uncommitted_tail() {
 /// (elected with (1,5)) into `epoch`, its ACKEPOCH sent: waiting for DIFF or SNAP.
 fn following_3(last: u32, epoch: Epoch) -> Peer {
     let entries: Vec<Entry> = (1..=last).map(|c| Entry::new(Zxid::new(1, c), txn(c as i32))).collect();
-    let durable = Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: Zxid::ZERO, entries };
+    let durable =
+        Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: Zxid::ZERO, entries, configuration: None };
     let mut peer = Peer::new(config(2, 3), durable);
     peer.take_actions();
     let vote = Vote::new(1, Zxid::new(1, 5), 3);
@@ -513,7 +522,10 @@ fn following_3(last: u32, epoch: Epoch) -> Peer {
 fn t90_interrupted_snap_sync_loses_nothing() {
     let mut peer = following_3(5, 2);
     // SNAP at the leader's commit point (1,2); the entries after it never arrive.
-    peer.handle(Input::Message { from: 3, msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![] } });
+    peer.handle(Input::Message {
+        from: 3,
+        msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![], configuration: None },
+    });
     let actions = peer.take_actions();
     assert!(
         actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Io(Io::Persist { .. }))),
@@ -541,7 +553,10 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch: 2 } });
     peer.handle(Input::Persisted { seq: 1 });
     peer.take_actions();
-    peer.handle(Input::Message { from: 3, msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![] } });
+    peer.handle(Input::Message {
+        from: 3,
+        msg: Message::Snap { epoch: 2, zxid: Zxid::new(1, 2), chunks: vec![], configuration: None },
+    });
     let next = Entry::new(Zxid::new(1, 3), txn(3));
     let proposal = Message::Proposal { epoch: 2, prev: Zxid::new(1, 2), entries: vec![next.clone()] };
     peer.handle(Input::Message { from: 3, msg: proposal });
@@ -717,106 +732,6 @@ fn a_diff_that_lost_an_epochs_end_is_refused() {
     assert!(!persisted, "nothing appended");
 }
 
-impl Cluster {
-    /// Asks `id` to confirm it still leads; the probe to wait for.
-    fn probe(&mut self, id: ServerId) -> Option<u64> {
-        let probe = self.nodes.get_mut(&id).unwrap().peer.confirm_leadership();
-        self.drain(id);
-        probe
-    }
-}
-
-#[test]
-fn a_lone_member_confirms_its_leadership_at_once() {
-    let mut c = Cluster::new(1);
-    let probe = c.probe(1).expect("the leader probes");
-    assert_eq!(c.nodes[&1].confirmed, probe);
-}
-
-#[test]
-fn a_leader_is_confirmed_by_a_quorum_of_echoes_and_not_by_itself() {
-    let mut c = Cluster::new(3);
-    c.settle(3);
-    let leader = c.leader().unwrap();
-    let others: Vec<ServerId> = (1..=3).filter(|id| *id != leader).collect();
-    // Every follower answers: confirmed once delivered, not before.
-    let first = c.probe(leader).unwrap();
-    assert!(c.nodes[&leader].confirmed < first, "confirmed before any follower echoed");
-    c.deliver_all();
-    assert_eq!(c.nodes[&leader].confirmed, first);
-    // One follower cut off: the other still makes a quorum with the leader.
-    c.cut = vec![(leader, others[0]), (others[0], leader)];
-    let second = c.probe(leader).unwrap();
-    assert!(second > first);
-    c.deliver_all();
-    assert_eq!(c.nodes[&leader].confirmed, second);
-    // Both cut off: no confirmation, however long it waits, and it steps down.
-    c.cut.extend([(leader, others[1]), (others[1], leader)]);
-    let third = c.probe(leader).unwrap();
-    c.settle(3);
-    assert!(c.nodes[&leader].confirmed < third);
-    c.settle(20);
-    assert!(c.nodes[&leader].confirmed < third);
-    assert_ne!(c.nodes[&leader].peer.status().role, Role::Leading);
-}
-
-#[test]
-fn probes_asked_for_in_one_turn_share_one_ping() {
-    let mut c = Cluster::new(3);
-    c.settle(3);
-    let leader = c.leader().unwrap();
-    let a = c.nodes.get_mut(&leader).unwrap().peer.confirm_leadership().unwrap();
-    let b = c.nodes.get_mut(&leader).unwrap().peer.confirm_leadership().unwrap();
-    assert_eq!(a, b);
-    c.drain(leader);
-    let pings = c.queue.iter().filter(|(from, _, m)| *from == leader && m.kind() == "PING").count();
-    assert_eq!(pings, 2, "one PING per follower");
-    c.deliver_all();
-    assert_eq!(c.nodes[&leader].confirmed, a);
-}
-
-/// A leader cut off long enough for the others to elect a new one (as a
-/// paused process would be) gets no confirmation once it hears them again:
-/// they follow a later epoch and ignore its probes.
-#[test]
-fn a_deposed_leader_is_never_confirmed() {
-    let mut c = Cluster::new(3);
-    c.settle(3);
-    let old = c.leader().unwrap();
-    let others: Vec<ServerId> = (1..=3).filter(|id| *id != old).collect();
-    let epoch = c.nodes[&old].peer.current_epoch();
-    // Paused: no ticks and no messages for the old leader.
-    c.nodes.get_mut(&old).unwrap().up = false;
-    c.settle(30);
-    let new = c.leader().expect("the others elect a leader");
-    assert!(others.contains(&new) && c.nodes[&new].peer.current_epoch() > epoch);
-    // Resumed: it still believes it leads, and probes at once.
-    c.nodes.get_mut(&old).unwrap().up = true;
-    assert_eq!(c.nodes[&old].peer.status().role, Role::Leading);
-    let probe = c.probe(old).unwrap();
-    c.deliver_all();
-    assert!(c.nodes[&old].confirmed < probe, "confirmed by members of a later epoch");
-    c.settle(20);
-    assert!(c.nodes[&old].confirmed < probe);
-}
-
-fn echo_an_unsent_probe(_from: ServerId, _to: ServerId, msg: &mut Message) {
-    if let Message::FollowerPing { probe, .. } = msg {
-        *probe += 1000;
-    }
-}
-
-#[test]
-fn an_echo_of_a_probe_never_sent_confirms_only_what_was_sent() {
-    let mut c = Cluster::new(3);
-    c.settle(3);
-    let leader = c.leader().unwrap();
-    c.tamper = Some(echo_an_unsent_probe);
-    let probe = c.probe(leader).unwrap();
-    c.deliver_all();
-    assert_eq!(c.nodes[&leader].confirmed, probe, "an inflated echo counts for the probe sent, no more");
-}
-
 /// Peer 3 chose 1 in a close race that 1 itself resolved for 2: 1's word that
 /// it follows 2 sends 3 back to the election at once; an older round's
 /// word does not.
@@ -896,4 +811,6 @@ fn a_follower_whose_disk_stalled_acknowledges_the_backlog_with_one_ack() {
 }
 
 mod observers;
+mod probes;
+mod reconfig;
 mod transfer;
