@@ -15,6 +15,7 @@ mod ensemble;
 mod handover;
 mod hardening;
 mod observers;
+mod reconfig;
 mod server;
 mod tls;
 mod zkctl_io;

@@ -7,14 +7,20 @@ Checks: basic CRUD with versions and error classes, one-shot and
 DataWatch/ChildrenWatch watches, the leader-election recipe (client.Election:
 exactly one leader at a time, and another takes over when the leader's client
 stops), and the lock recipe (client.Lock: mutual exclusion under contention,
-checked with a shared counter updated only under the lock), and a session
-over TLS (use_ssl, the server's certificate verified). Every wait is
-bounded; exits non-zero with a clear message on the first failure.
+checked with a shared counter updated only under the lock), a session
+over TLS (use_ssl, the server's certificate verified), and reconfiguration
+(client.reconfig: refused without the super user, BadVersion on a stale
+version, NewConfigNoQuorum toward members that do not run, a member removed
+and added back with its line read from /zookeeper/config, whose watch
+fires). Every wait is bounded; exits non-zero with a clear message on the
+first failure.
 
 Usage: kazoo_smoke.py [--binary target/debug/zabkeeper] [--clients N] [--rounds N]
 """
 
 import argparse
+import base64
+import hashlib
 import os
 import sys
 import threading
@@ -25,7 +31,8 @@ import zk_support  # noqa: E402
 
 try:
     from kazoo.client import KazooClient
-    from kazoo.exceptions import BadVersionError, NoNodeError, NodeExistsError, NotEmptyError
+    from kazoo.exceptions import (BadVersionError, NewConfigNoQuorumError, NoAuthError, NoNodeError,
+                                  NodeExistsError, NotEmptyError)
     from kazoo.protocol.states import EventType
 except ImportError as e:  # the one external package this check needs
     print(f"kazoo smoke test cannot run: {e} (pip install kazoo; .ci/python-env does it)", file=sys.stderr)
@@ -282,6 +289,61 @@ def tls(ensemble):
             c.close()
 
 
+SUPER_PASSWORD = "kazoo-smoke"
+
+
+def super_digest():
+    """The super_digest line for user `super` with SUPER_PASSWORD."""
+    digest = base64.b64encode(hashlib.sha1(f"super:{SUPER_PASSWORD}".encode()).digest()).decode()
+    return f'super_digest = "super:{digest}"'
+
+
+def reconfiguration(hosts):
+    plain = client(hosts)
+    try:
+        try:
+            plain.reconfig(joining=None, leaving="3", new_members=None)
+            raise Failure("reconfig without the super user was accepted")
+        except NoAuthError:
+            pass
+    finally:
+        plain.stop()
+        plain.close()
+    admin = KazooClient(hosts=hosts, timeout=10.0, auth_data=[("digest", f"super:{SUPER_PASSWORD}")],
+                        connection_retry={"max_tries": 20, "delay": 0.05})
+    admin.start(timeout=15)
+    try:
+        fired = threading.Event()
+        data, _ = admin.get("/zookeeper/config", watch=lambda event: fired.set())
+        text = data.decode()
+        line3 = next((l for l in text.splitlines() if l.startswith("server.3=")), None)
+        check(line3 is not None and ":participant;" in line3, f"/zookeeper/config lists member 3: {text!r}")
+        version = int(text.rsplit("version=", 1)[1], 16)
+        try:
+            admin.reconfig(joining=None, leaving="3", new_members=None, from_config=version + 1)
+            raise Failure("reconfig from a stale version was accepted")
+        except BadVersionError:
+            pass
+        lines = [l for l in text.splitlines() if l.startswith("server.1=")]
+        lines += ["server.8=127.0.0.1:1:1:participant;1", "server.9=127.0.0.1:2:2:participant;2"]
+        try:
+            admin.reconfig(joining=None, leaving=None, new_members=",".join(lines))
+            raise Failure("reconfig toward members that do not run was accepted")
+        except NewConfigNoQuorumError:
+            pass
+        data, _ = admin.reconfig(joining=None, leaving="3", new_members=None, from_config=version)
+        check("server.3=" not in data.decode(), f"member 3 removed: {data!r}")
+        wait_for(fired.is_set, 10, "the watch on /zookeeper/config fires")
+        # The line read from /zookeeper/config is handed back unchanged.
+        data, _ = admin.reconfig(joining=line3, leaving=None, new_members=None)
+        check(line3 in data.decode(), f"member 3 added back: {data!r}")
+        now, _ = admin.get("/zookeeper/config")
+        check(now == data, "the reply is /zookeeper/config")
+    finally:
+        admin.stop()
+        admin.close()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default=zk_support.default_binary())
@@ -289,7 +351,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
 
-    ensemble = zk_support.Ensemble(args.binary, size=3, secure=True)
+    ensemble = zk_support.Ensemble(args.binary, size=3, secure=True, extra=f"reconfig_enabled = true\n{super_digest()}")
     try:
         ensemble.start()
         hosts = ensemble.hosts()
@@ -297,7 +359,8 @@ def main():
         for name, run in [("CRUD and watches", lambda: crud_and_watches(hosts)),
                           ("leader election", lambda: election(hosts, args.clients)),
                           ("lock", lambda: locking(hosts, args.clients, args.rounds)),
-                          ("TLS", lambda: tls(ensemble))]:
+                          ("TLS", lambda: tls(ensemble)),
+                          ("reconfig", lambda: reconfiguration(hosts))]:
             started = time.monotonic()
             run()
             print(f"ok: {name} ({time.monotonic() - started:.1f}s)")
@@ -311,7 +374,7 @@ def main():
     if panics:
         print("FAIL: a zabkeeper member panicked:\n  " + "\n  ".join(panics), file=sys.stderr)
         return 1
-    print("kazoo smoke: 4 passed, 0 failed")
+    print("kazoo smoke: 5 passed, 0 failed")
     return 0
 
 

@@ -299,6 +299,8 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
             round: 1,
             state: peer_pb::PeerState::Looking as i32,
             accepted_epoch: 0,
+            configuration: Vec::new(),
+            peer_addr: String::new(),
         };
         let status = raw.notify(claim).await.expect_err("a claim the certificate does not back");
         assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");

@@ -6,6 +6,8 @@
 
 use crate::config::ServerConfig;
 use crate::ids::{Epoch, ServerId, Zxid};
+use crate::members::Configuration;
+use crate::replica::reconfig::{MemberChange, ReconfigError};
 use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
 use crate::stats::ServerStats;
 use crate::storage::Storage;
@@ -55,6 +57,16 @@ pub enum Query {
         /// The nominee, or why there is none.
         reply: oneshot::Sender<Result<ServerId, TransferError>>,
     },
+    /// Change the membership (the leader only); answered with the zxid of
+    /// the joint configuration's entry once proposed.
+    Reconfigure {
+        /// The change.
+        change: MemberChange,
+        /// The zxid, or why not.
+        reply: oneshot::Sender<Result<Zxid, ReconfigError>>,
+    },
+    /// The committed configuration (the tree's).
+    Configuration(oneshot::Sender<Configuration>),
 }
 
 /// A replica's state, for the admin API and four-letter words.

@@ -6,7 +6,7 @@
 //! - `zabkeeper-core` (`crates/core`): everything a client can observe,
 //!   decided by deterministic state machines with no I/O, clock or ambient
 //!   randomness: [`ids`], [`error`], [`op`], [`data`], [`acl`], [`tree`],
-//!   [`txn`], [`zab`], [`session`], [`replica`], [`wire`] (ZooKeeper's jute
+//!   [`txn`], [`members`], [`zab`], [`session`], [`replica`], [`wire`] (ZooKeeper's jute
 //!   codec) and the [`storage`] trait with its in-memory store. Re-exported
 //!   here under the same names.
 //! - `zabkeeper-proto` (`crates/proto`): the code generated from `proto/`
@@ -23,6 +23,7 @@
 //!   statistics, leaves the rest shares.
 //! - [`handle`]: the narrow [`handle::Handle`] everything outside the owner task holds.
 //! - [`handover`]: leadership transfer as the admin API and shutdown use it.
+//! - [`reconfig`]: membership changes as the admin API asks them.
 //! - [`server`]: the composition root: the owner task, the storage worker, startup and shutdown.
 //! - [`frontend`]: the client ports' shared session plumbing and the ZooKeeper port.
 //! - [`rpc`]: gRPC: the client session service, admin, the peer transport, protobuf conversions.
@@ -60,6 +61,7 @@ pub mod frontend;
 pub mod handle;
 pub mod handover;
 pub mod metrics;
+pub mod reconfig;
 pub mod rpc;
 pub mod server;
 pub mod stats;

@@ -88,6 +88,10 @@ pub struct Ensemble {
     pub admin_token: Option<String>,
     /// TLS to the admin ports, when the config turns it on.
     pub admin_tls: Option<zabkeeper_client::ClientTls>,
+    /// The config file's settings before its `[[server]]` tables.
+    header: String,
+    /// Each member's `[[server]]` table, by position.
+    tables: Vec<String>,
 }
 
 /// Settings the tests may change.
@@ -143,6 +147,8 @@ impl Ensemble {
         if let Some(token) = &settings.admin_token {
             toml.push_str(&format!("admin_token = \"{token}\"\n"));
         }
+        let header = toml.clone();
+        let mut tables = Vec::new();
         let mut members = Vec::new();
         for i in 0..settings.size {
             let id = i as u64 + 1;
@@ -154,7 +160,7 @@ impl Ensemble {
                 metrics: loopback(free_port()),
             };
             let data = dir.path().join(format!("zk{id}"));
-            toml.push_str(&format!(
+            let mut table = format!(
                 "\n[[server]]\nid = {id}\npeer_addr = \"{}\"\ngrpc_addr = \"{}\"\nclient_addr = \"{}\"\nadmin_addr = \"{}\"\nmetrics_addr = \"{}\"\ndata_dir = \"{}\"\n",
                 ports.peer,
                 ports.grpc,
@@ -162,15 +168,17 @@ impl Ensemble {
                 ports.admin,
                 ports.metrics,
                 data.display()
-            ));
+            );
             if i >= settings.size - settings.observers.min(settings.size) {
-                toml.push_str("role = \"observer\"\n");
+                table.push_str("role = \"observer\"\n");
             }
+            toml.push_str(&table);
+            tables.push(table);
             members.push(Member { id, ports, child: None });
         }
         let config = dir.path().join("ensemble.toml");
         std::fs::write(&config, toml).expect("write config");
-        Ensemble { dir, config, members, admin_token: settings.admin_token, admin_tls: None }
+        Ensemble { dir, config, members, admin_token: settings.admin_token, admin_tls: None, header, tables }
     }
 
     /// Every member id.
@@ -211,11 +219,38 @@ impl Ensemble {
     /// Starts member `id` with extra environment variables (`ZABKEEPER_*`
     /// overrides) and waits for its "ready" line (bounded).
     pub fn spawn_with_env(&mut self, id: u64, env: &[(&str, &str)]) {
+        let config = self.config.clone();
+        self.spawn_with_config(id, &config, env);
+    }
+
+    /// Starts member `id` from the config file `config` (one written by
+    /// [`Ensemble::config_of`], say) and waits for its "ready" line (bounded).
+    pub fn spawn_with_config(&mut self, id: u64, config: &Path, env: &[(&str, &str)]) {
         let log = self.dir.path().join(format!("zk{id}.log"));
         let mut command = Command::new(server_binary());
-        command.arg("--config").arg(&self.config).arg("--id").arg(id.to_string()).envs(env.iter().copied());
+        command.arg("--config").arg(config).arg("--id").arg(id.to_string()).envs(env.iter().copied());
         let child = start_member(command, id, &log);
         self.member(id).child = Some(child);
+    }
+
+    /// Writes (as `name`) the config file of an ensemble of these members
+    /// only, with the same settings and addresses: the file an ensemble
+    /// that is later reconfigured started from.
+    pub fn config_of(&self, ids: &[u64], name: &str) -> PathBuf {
+        let mut toml = self.header.clone();
+        for id in ids {
+            toml.push_str(&self.tables[*id as usize - 1]);
+        }
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, toml).expect("write config");
+        path
+    }
+
+    /// Member `id` as a ZooKeeper dynamic configuration line
+    /// (`server.N=host:peer:peer:participant;host:client`).
+    pub fn server_line(&self, id: u64, role: &str) -> String {
+        let ports = &self.members[id as usize - 1].ports;
+        format!("server.{id}={}:{}:{role};{}", ports.peer, ports.peer.port(), ports.client)
     }
 
     /// SIGKILLs member `id` (by its PID) and waits for it to exit.

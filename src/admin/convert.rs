@@ -49,11 +49,11 @@ fn op(body: &TxnBody) -> pb::TxnOp {
                 out.error = code.name().into();
             }
         }
-        TxnBody::Reconfig { next } => {
+        TxnBody::Reconfig(change) => {
             out.path = crate::tree::CONFIG_PATH.into();
-            out.data = next.to_string().into_bytes();
+            out.data = change.next().to_string().into_bytes();
         }
-        TxnBody::Multi(_) | TxnBody::ReconfigComplete => {}
+        TxnBody::Multi(_) => {}
     }
     out
 }

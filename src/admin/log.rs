@@ -3,6 +3,7 @@
 //! bounded however large the log or its entries are.
 
 use crate::ids::{SessionId, Zxid};
+use crate::members::Change;
 use crate::storage::{Scan, Storage, StorageError};
 use crate::txn::{codec, Entry, TxnBody};
 
@@ -58,8 +59,8 @@ pub fn kind_of(body: &TxnBody) -> &'static str {
         TxnBody::Check { .. } => "check",
         TxnBody::Multi(_) => "multi",
         TxnBody::MultiError(_) | TxnBody::Error(_) => "error",
-        TxnBody::Reconfig { .. } => "reconfig",
-        TxnBody::ReconfigComplete => "reconfigComplete",
+        TxnBody::Reconfig(Change::Enter { .. }) => "reconfig",
+        TxnBody::Reconfig(Change::Complete { .. }) => "reconfigComplete",
     }
 }
 
@@ -88,10 +89,11 @@ pub fn paths_of(body: &TxnBody) -> Vec<&str> {
         | TxnBody::Check { path } => vec![path.as_str()],
         TxnBody::CloseSession { paths } => paths.iter().map(String::as_str).collect(),
         TxnBody::Multi(ops) => ops.iter().flat_map(paths_of).collect(),
-        TxnBody::Reconfig { .. } => vec![crate::tree::CONFIG_PATH],
-        TxnBody::CreateSession { .. } | TxnBody::MultiError(_) | TxnBody::Error(_) | TxnBody::ReconfigComplete => {
-            Vec::new()
-        }
+        TxnBody::Reconfig(Change::Enter { .. }) => vec![crate::tree::CONFIG_PATH],
+        TxnBody::CreateSession { .. }
+        | TxnBody::MultiError(_)
+        | TxnBody::Error(_)
+        | TxnBody::Reconfig(Change::Complete { .. }) => Vec::new(),
     }
 }
 

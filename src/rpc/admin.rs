@@ -7,6 +7,7 @@
 use crate::admin::{convert, log, snapshots};
 use crate::handle::{Event, Handle, Query};
 use crate::ids::{SessionId, Zxid};
+use crate::members::{Configuration, Member};
 use crate::proto::admin as pb;
 use crate::storage::{SnapshotMeta, Storage, StorageError};
 use std::sync::Arc;
@@ -425,6 +426,69 @@ impl pb::admin_server::Admin for AdminService {
                 Err(Status::deadline_exceeded(e.to_string()))
             }
         }
+    }
+
+    async fn reconfigure(
+        &self,
+        request: Request<pb::ReconfigureRequest>,
+    ) -> Result<Response<pb::ConfigurationReply>, Status> {
+        use crate::reconfig::{reconfigure, ReconfigError};
+        use crate::replica::reconfig::{MemberChange, ReconfigError as Refusal};
+        let r = request.into_inner();
+        let joining = r.add.iter().map(|line| Member::parse(line)).collect::<Result<Vec<_>, _>>();
+        let joining = joining.map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let change = MemberChange {
+            joining,
+            leaving: r.remove,
+            promoted: r.promote,
+            expected_version: r.expected_version.map(Zxid),
+        };
+        let wait = Duration::from_millis(if r.wait_ms == 0 { 10_000 } else { u64::from(r.wait_ms) });
+        match reconfigure(&self.handle, change, wait).await {
+            Ok(done) => {
+                let mut reply = configuration_reply(&done.configuration);
+                reply.took_ms = u64::try_from(done.took.as_millis()).unwrap_or(u64::MAX);
+                Ok(Response::new(reply))
+            }
+            Err(ReconfigError::Stopped) => Err(unavailable()),
+            Err(e @ ReconfigError::TimedOut(..)) => Err(Status::deadline_exceeded(e.to_string())),
+            Err(ReconfigError::Refused(e @ (Refusal::Empty | Refusal::Invalid(_)))) => {
+                Err(Status::invalid_argument(e.to_string()))
+            }
+            Err(ReconfigError::Refused(e @ Refusal::BadVersion { .. })) => Err(Status::aborted(e.to_string())),
+            Err(ReconfigError::Refused(e)) => Err(Status::failed_precondition(e.to_string())),
+        }
+    }
+
+    async fn get_configuration(
+        &self,
+        _: Request<pb::GetConfigurationRequest>,
+    ) -> Result<Response<pb::ConfigurationReply>, Status> {
+        let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
+        Ok(Response::new(configuration_reply(&configuration)))
+    }
+}
+
+/// A configuration as the admin API shows it.
+fn configuration_reply(c: &Configuration) -> pb::ConfigurationReply {
+    let members = |m: &crate::members::Membership| -> Vec<pb::ConfigMember> {
+        m.members()
+            .iter()
+            .map(|m| pb::ConfigMember {
+                id: m.id,
+                role: m.participation.name().into(),
+                peer_address: m.peer_address.clone(),
+                client_address: m.client_address.clone(),
+            })
+            .collect()
+    };
+    pb::ConfigurationReply {
+        version: c.version.0,
+        joint: c.is_joint(),
+        members: members(c.current()),
+        previous: if c.is_joint() { members(&c.active) } else { Vec::new() },
+        text: c.zookeeper_text(),
+        took_ms: 0,
     }
 }
 

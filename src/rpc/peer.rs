@@ -13,11 +13,16 @@
 //! drops the stream (the follower then resynchronizes), as etcd's transport
 //! does. A broken stream is reported as `PeerDisconnected` at once, so a
 //! follower does not wait for a timeout to notice its leader died. A message
-//! from a non-member, or one that does not decode, closes that stream only.
+//! that does not decode closes that stream only.
 //!
+//! Who may speak: any server id, as in ZooKeeper, whose leader syncs a
+//! server outside its configuration as a non-voting learner (a member about
+//! to be added; one removed, which keeps following); Zab counts members only.
+//! Addresses come from the configuration file and, as the ensemble is
+//! reconfigured, from the replicated configuration ([`Transport::learn`]).
 //! Under `[tls] peer = true` every link is mutual TLS ([`PeerTls`]): a
-//! caller whose certificate does not name the member its messages claim to
-//! come from is refused, and logged.
+//! caller whose certificate does not name the member (of the configuration
+//! file) its messages claim to come from is refused, and logged.
 
 use super::peer_convert::{self, follower_from_pb, notification_from_pb, LeaderStreamDecoder};
 use crate::config::HostPort;
@@ -28,7 +33,7 @@ use crate::replica::Input;
 use crate::tls::PeerTls;
 use crate::zab::{Link, Message, Role, Status};
 use rustls_pki_types::CertificateDer;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,16 +53,17 @@ pub fn links(
     tls: Option<Arc<PeerTls>>,
 ) -> (Transport, PeerService) {
     let inbound = Inbound::default();
-    let members: HashSet<ServerId> = addrs.keys().copied().collect();
+    let heard = Heard::default();
     let service = PeerService {
         handle: handle.clone(),
         inbound: inbound.clone(),
         deliveries: Deliveries::default(),
-        members: Arc::new(members),
         next_stream: AtomicU64::new(1),
         tls: tls.clone(),
+        heard: heard.clone(),
     };
-    let transport = Transport { id, addrs, handle, notifiers: HashMap::new(), follow: None, inbound, tls };
+    let own = addrs.get(&id).map(ToString::to_string).unwrap_or_default();
+    let transport = Transport { id, own, addrs, heard, handle, notifiers: HashMap::new(), follow: None, inbound, tls };
     (transport, service)
 }
 
@@ -82,6 +88,10 @@ struct InboundStream {
 /// The followers' streams: the service registers them, the transport writes to them.
 type Inbound = Arc<Mutex<HashMap<ServerId, InboundStream>>>;
 
+/// Peer addresses senders in no configuration here gave with their
+/// notifications: the service notes them, the transport answers there.
+type Heard = Arc<Mutex<HashMap<ServerId, HostPort>>>;
+
 /// One follower's turn to hand the owner task its messages and their end.
 /// A stream checks it still speaks for the follower and delivers under the
 /// turn, and a newer stream registers under it, so no message of a stream
@@ -100,7 +110,10 @@ struct FollowStream {
 /// The sending side of replica-to-replica traffic.
 pub struct Transport {
     id: ServerId,
+    /// Our own peer address, told with each notification.
+    own: String,
     addrs: HashMap<ServerId, HostPort>,
+    heard: Heard,
     handle: Handle,
     notifiers: HashMap<ServerId, mpsc::Sender<pb::Notification>>,
     follow: Option<FollowStream>,
@@ -127,12 +140,26 @@ fn endpoint(to: ServerId, addr: &HostPort, tls: Option<&PeerTls>) -> Result<Endp
 impl Transport {
     /// Sends a message (lossy; never blocks).
     pub fn send(&mut self, to: ServerId, msg: Message) {
-        if let Some(n) = peer_convert::notification_to_pb(self.id, &msg) {
+        if let Some(mut n) = peer_convert::notification_to_pb(self.id, &msg) {
+            n.peer_addr.clone_from(&self.own);
             self.notify(to, n);
         } else if msg.is_from_leader() {
             self.send_to_follower(to, &msg);
         } else {
             self.send_to_leader(to, &msg);
+        }
+    }
+
+    /// Learns where members are reached, from a configuration: a member
+    /// added, or one whose address changed (its notifier reconnects there).
+    pub fn learn(&mut self, addrs: impl IntoIterator<Item = (ServerId, HostPort)>) {
+        for (id, addr) in addrs {
+            if id == self.id || self.addrs.get(&id) == Some(&addr) {
+                continue;
+            }
+            tracing::info!(member = id, %addr, "member address learned from the configuration");
+            self.notifiers.remove(&id);
+            self.addrs.insert(id, addr);
         }
     }
 
@@ -161,6 +188,11 @@ impl Transport {
     }
 
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
+        if !self.addrs.contains_key(&to) {
+            // A member joining: it said where it is reached.
+            let Some(addr) = lock_map(&self.heard).get(&to).cloned() else { return };
+            self.addrs.insert(to, addr);
+        }
         let Some(addr) = self.addrs.get(&to) else { return };
         let tls = self.tls.clone();
         let tx = self.notifiers.entry(to).or_insert_with(|| {
@@ -298,9 +330,9 @@ pub struct PeerService {
     handle: Handle,
     inbound: Inbound,
     deliveries: Deliveries,
-    members: Arc<HashSet<ServerId>>,
     next_stream: AtomicU64,
     tls: Option<Arc<PeerTls>>,
+    heard: Heard,
 }
 
 /// The certificates a caller showed, with where it called from.
@@ -329,12 +361,12 @@ impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
-        if !self.members.contains(&from) {
-            return Err(tonic::Status::permission_denied(format!("server {from} is not a member of this ensemble")));
-        }
         Caller::of(&request)
             .authenticate(self.tls.as_deref(), from)
             .map_err(|reason| tonic::Status::unauthenticated(format!("refused as member {from}: {reason}")))?;
+        if let Ok(addr) = HostPort::parse(&request.get_ref().peer_addr) {
+            lock_map(&self.heard).entry(from).or_insert(addr);
+        }
         self.handle.input(Input::Peer { from, msg }).await;
         Ok(Response::new(pb::NotifyAck {}))
     }
@@ -366,7 +398,6 @@ impl pb::peer_server::Peer for PeerService {
         let handle = self.handle.clone();
         let inbound = self.inbound.clone();
         let deliveries = self.deliveries.clone();
-        let members = self.members.clone();
         tokio::spawn(async move {
             let mut follower: Option<(ServerId, DeliveryTurn)> = None;
             let mut batch_tx = Some(batch_tx);
@@ -379,8 +410,8 @@ impl pb::peer_server::Peer for PeerService {
                         break;
                     }
                 };
-                if !members.contains(&from) || follower.as_ref().is_some_and(|(f, _)| *f != from) {
-                    tracing::warn!(from, "stream from a non-member or a changed sender; closing it");
+                if follower.as_ref().is_some_and(|(f, _)| *f != from) {
+                    tracing::warn!(from, "stream whose sender changed; closing it");
                     break;
                 }
                 let turn = match &follower {

@@ -3,6 +3,7 @@
 //! line naming the field; it never reaches the consensus core.
 
 use crate::ids::{ServerId, Zxid};
+use crate::members::Configuration;
 use crate::proto::peer as pb;
 use crate::txn::{codec, Entry};
 use crate::zab::message::{EpochRange, LogSummary};
@@ -24,8 +25,8 @@ pub enum ConvertError {
         /// What is wrong.
         source: codec::CodecError,
     },
-    /// A SNAP's configuration is corrupt.
-    #[error("SNAP at {zxid:?}: its configuration: {source}")]
+    /// The configuration a SNAP or NEWLEADER carries is corrupt.
+    #[error("configuration at {zxid:?}: {source}")]
     Configuration {
         /// The snapshot's zxid.
         zxid: Zxid,
@@ -37,13 +38,22 @@ pub enum ConvertError {
     WrongChannel(&'static str),
 }
 
+/// A configuration as SNAP and NEWLEADER carry it (empty: none sent).
+fn configuration_from_pb(zxid: Zxid, bytes: &[u8]) -> Result<Option<Configuration>, ConvertError> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let decoded = codec::decode_value(bytes).map_err(|source| ConvertError::Configuration { zxid, source })?;
+    Ok(Some(decoded))
+}
+
 fn vote_to_pb(v: Vote) -> pb::Vote {
     pb::Vote { leader: v.leader, zxid: v.zxid.0, epoch: v.epoch, nominated: v.nominated }
 }
 
 /// A notification to protobuf; `None` if `msg` is not a notification.
 pub fn notification_to_pb(from: ServerId, msg: &Message) -> Option<pb::Notification> {
-    let Message::Notification { round, vote, state } = msg else { return None };
+    let Message::Notification { round, vote, state, configuration } = msg else { return None };
     let state = match state {
         PeerState::Looking => pb::PeerState::Looking,
         PeerState::Following => pb::PeerState::Following,
@@ -55,6 +65,8 @@ pub fn notification_to_pb(from: ServerId, msg: &Message) -> Option<pb::Notificat
         round: *round,
         state: state as i32,
         accepted_epoch: 0,
+        configuration: configuration.as_ref().map(codec::encode_value).unwrap_or_default(),
+        peer_addr: String::new(),
     })
 }
 
@@ -67,7 +79,9 @@ pub fn notification_from_pb(n: &pb::Notification) -> Result<(ServerId, Message),
         pb::PeerState::Leading => PeerState::Leading,
     };
     let vote = Vote { epoch: v.epoch, zxid: Zxid(v.zxid), nominated: v.nominated, leader: v.leader };
-    Ok((n.from, Message::Notification { round: n.round, vote, state }))
+    // A configuration that does not decode is left out: the vote still counts.
+    let configuration = configuration_from_pb(vote.zxid, &n.configuration).ok().flatten();
+    Ok((n.from, Message::Notification { round: n.round, vote, state, configuration }))
 }
 
 fn entries_to_pb(entries: &[Entry]) -> Vec<pb::Entry> {
@@ -178,7 +192,10 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
             }
             Ok(out)
         }
-        Message::NewLeader { epoch, zxid } => one(*epoch, Kind::NewLeader(pb::NewLeader { zxid: zxid.0 })),
+        Message::NewLeader { epoch, zxid, configuration } => {
+            let configuration = configuration.as_ref().map(codec::encode_value).unwrap_or_default();
+            one(*epoch, Kind::NewLeader(pb::NewLeader { zxid: zxid.0, configuration }))
+        }
         Message::UpToDate { epoch, committed } => one(*epoch, Kind::UpToDate(pb::UpToDate { committed: committed.0 })),
         Message::Proposal { epoch, prev, entries } => {
             one(*epoch, Kind::Proposal(pb::Proposal { entries: entries_to_pb(entries), prev_zxid: prev.0 }))
@@ -219,15 +236,13 @@ impl LeaderStreamDecoder {
                 if !chunk.last {
                     return Ok(None);
                 }
-                let configuration = if chunk.configuration.is_empty() {
-                    None
-                } else {
-                    let decoded = codec::decode_value(&chunk.configuration);
-                    Some(decoded.map_err(|source| ConvertError::Configuration { zxid: Zxid(chunk.zxid), source })?)
-                };
+                let configuration = configuration_from_pb(Zxid(chunk.zxid), &chunk.configuration)?;
                 Message::Snap { epoch, zxid: Zxid(chunk.zxid), chunks: std::mem::take(&mut self.snap), configuration }
             }
-            Kind::NewLeader(n) => Message::NewLeader { epoch, zxid: Zxid(n.zxid) },
+            Kind::NewLeader(n) => {
+                let zxid = Zxid(n.zxid);
+                Message::NewLeader { epoch, zxid, configuration: configuration_from_pb(zxid, &n.configuration)? }
+            }
             Kind::UpToDate(u) => Message::UpToDate { epoch, committed: Zxid(u.committed) },
             Kind::Proposal(p) => {
                 Message::Proposal { epoch, prev: Zxid(p.prev_zxid), entries: entries_from_pb(&p.entries)? }
@@ -245,7 +260,7 @@ impl LeaderStreamDecoder {
 mod tests {
     use super::*;
     use crate::ids::SessionId;
-    use crate::members::{Configuration, Membership};
+    use crate::members::Membership;
     use crate::txn::{Txn, TxnBody};
 
     fn round_trip_leader(msg: Message) -> Message {
@@ -280,7 +295,12 @@ mod tests {
                 configuration: Some(Configuration::initial(Membership::of_ids(&[1, 2, 3], &[4]))),
             },
             Message::Snap { epoch: 4, zxid: Zxid::new(3, 3), chunks: vec![], configuration: None },
-            Message::NewLeader { epoch: 4, zxid: Zxid::new(3, 3) },
+            Message::NewLeader { epoch: 4, zxid: Zxid::new(3, 3), configuration: None },
+            Message::NewLeader {
+                epoch: 4,
+                zxid: Zxid::new(3, 3),
+                configuration: Some(Configuration::initial(Membership::of_ids(&[1, 2], &[]))),
+            },
             Message::Commit { epoch: 4, zxid: Zxid::new(4, 7) },
             Message::StepDown { epoch: 4, to: 2 },
         ] {
@@ -292,7 +312,8 @@ mod tests {
     fn a_nominated_vote_keeps_its_nomination() {
         for nominated in [false, true] {
             let vote = Vote { epoch: 3, zxid: Zxid::new(3, 9), nominated, leader: 2 };
-            let msg = Message::Notification { round: 7, vote, state: PeerState::Looking };
+            let configuration = Some(Configuration::initial(Membership::of_ids(&[1, 2, 3], &[])));
+            let msg = Message::Notification { round: 7, vote, state: PeerState::Looking, configuration };
             let pb = notification_to_pb(1, &msg).expect("a notification");
             assert_eq!(notification_from_pb(&pb).expect("decodes"), (1, msg));
         }

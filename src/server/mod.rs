@@ -77,6 +77,7 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.limits.max_multi_ops = config.limits.max_multi_ops;
     c.limits.max_watches_per_session = config.limits.max_watches_per_session;
     c.super_digest = config.super_digest.clone();
+    c.reconfig_enabled = config.reconfig_enabled;
     c.snapshot_every = config.snapshot_every;
     c.snapshot_turns = true;
     c.zab.resident_log_entries = config.resident_log_entries;
@@ -172,6 +173,7 @@ pub fn start(
         looking_since: None,
         position: Position::new(span.clone(), replica_epoch, replica_committed),
         disk,
+        addresses_from: None,
     };
     let task = tokio::spawn(async move {
         let result = owner.run(events_rx, shutdown).instrument(span).await;
@@ -207,6 +209,9 @@ struct Owner {
     position: Position,
     /// Free space on the data directory, checked every tick.
     disk: disk::DiskWatch,
+    /// The configuration the transport last learned addresses from
+    /// (version, joint).
+    addresses_from: Option<(Zxid, bool)>,
 }
 
 /// A span naming the epoch and the committed zxid, replaced (not recorded
@@ -352,6 +357,13 @@ impl Owner {
             Query::TransferLeadership { to, reply } => {
                 let _ = reply.send(self.replica.transfer_leadership(to));
             }
+            Query::Reconfigure { change, reply } => {
+                let _ = reply.send(self.replica.reconfigure(&change));
+            }
+            Query::Configuration(reply) => {
+                let committed = self.replica.tree().state().configuration().cloned();
+                let _ = reply.send(committed.unwrap_or_else(|| self.replica.zab().configuration().clone()));
+            }
             Query::Details(reply) => {
                 let tree = self.replica.tree();
                 let _ = reply.send(Details {
@@ -443,6 +455,23 @@ impl Owner {
         for conn in self.leaving.drain(..) {
             self.conns.remove(&conn);
         }
+        self.learn_addresses();
+    }
+
+    /// Teaches the transport where the members of the configuration in
+    /// force are reached, whenever it changes (a member added by a
+    /// reconfiguration is in no configuration file here).
+    fn learn_addresses(&mut self) {
+        let conf = self.replica.zab().configuration();
+        let key = (conf.version, conf.is_joint());
+        if self.addresses_from == Some(key) {
+            return;
+        }
+        self.addresses_from = Some(key);
+        let members = conf.active.members().iter().chain(conf.next.iter().flat_map(|m| m.members()));
+        let addrs: Vec<(ServerId, crate::config::HostPort)> =
+            members.filter_map(|m| Some((m.id, crate::config::HostPort::parse(&m.peer_host_port()?).ok()?))).collect();
+        self.transport.learn(addrs);
     }
 
     /// Sends follower `to` the stored entries of a DIFF (`ranges`, after

@@ -2,10 +2,10 @@
 //! and how a change from one membership to the next is made safe.
 //!
 //! A reconfiguration is two transactions, as Raft's joint consensus: the
-//! first (`TxnBody::Reconfig`) enters the joint configuration,
+//! first (`TxnBody::Reconfig` of [`Change::Enter`]) enters the joint configuration,
 //! in which every decision (a commit, an election, a leader's establishment)
 //! needs a majority of the old voters *and* one of the new; the second
-//! (`TxnBody::ReconfigComplete`), which the leader proposes
+//! ([`Change::Complete`]), which the leader proposes
 //! once the first is committed, leaves it for the new voters alone. A
 //! member acts on a configuration as soon as its log holds the entry, not
 //! when it is committed, so any two quorums that decide something overlap
@@ -55,6 +55,43 @@ impl Member {
     pub fn votes(&self) -> bool {
         self.participation == Participation::Participant
     }
+
+    /// A member from ZooKeeper's dynamic configuration line,
+    /// `server.N=host:peerPort:electionPort[:participant|observer][;[host:]clientPort]`
+    /// (as `/zookeeper/config` shows it and `reconfig` takes it).
+    pub fn parse(line: &str) -> Result<Member, MembershipError> {
+        let bad = |why: &str| MembershipError::BadLine { line: line.to_string(), why: why.to_string() };
+        let (key, value) = line.trim().split_once('=').ok_or_else(|| bad("no `=`"))?;
+        let id = key.trim().strip_prefix("server.").ok_or_else(|| bad("the key is not server.N"))?;
+        let id: ServerId = id.parse().map_err(|_| bad("the id is not a number"))?;
+        if id == 0 {
+            return Err(bad("the id must be 1 or more"));
+        }
+        let (peer, client) = value.trim().split_once(';').unwrap_or((value.trim(), ""));
+        let (peer, participation) = match peer.rsplit_once(':') {
+            Some((rest, "participant")) => (rest, Participation::Participant),
+            Some((rest, "observer")) => (rest, Participation::Observer),
+            _ => (peer, Participation::Participant),
+        };
+        // host:peerPort:electionPort, the host perhaps a bracketed IPv6 address.
+        let ports: Vec<&str> = peer.rsplitn(3, ':').collect();
+        let [election, quorum, host] = ports[..] else { return Err(bad("expected host:peerPort:electionPort")) };
+        if host.is_empty() || quorum.parse::<u16>().is_err() || election.parse::<u16>().is_err() {
+            return Err(bad("expected host:peerPort:electionPort"));
+        }
+        let client_port = client.rsplit(':').next().unwrap_or_default();
+        if !client.is_empty() && client_port.parse::<u16>().is_err() {
+            return Err(bad("the client address is not [host:]port"));
+        }
+        Ok(Member { id, participation, peer_address: peer.to_string(), client_address: client.to_string() })
+    }
+
+    /// Where members reach it as `host:port`: the peer port of ZooKeeper's
+    /// `host:peerPort:electionPort` (ours serve both on one port).
+    pub fn peer_host_port(&self) -> Option<String> {
+        let (rest, _election) = self.peer_address.rsplit_once(':')?;
+        Some(rest.to_string())
+    }
 }
 
 impl fmt::Display for Member {
@@ -79,6 +116,17 @@ pub enum MembershipError {
     /// An id appears twice.
     #[error("member {0} appears more than once")]
     Duplicate(ServerId),
+    /// A dynamic configuration line that does not parse.
+    #[error("`{line}` is not a server line: {why}")]
+    BadLine {
+        /// The line.
+        line: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A member to remove or promote is not one.
+    #[error("server {0} is not a member")]
+    NotMember(ServerId),
 }
 
 impl Membership {
@@ -109,6 +157,29 @@ impl Membership {
         members.sort_by_key(|m| m.id);
         members.dedup_by_key(|m| m.id);
         Membership { members }
+    }
+
+    /// This membership changed: `joining` added (or replacing the member
+    /// of the same id: a new address or role, as ZooKeeper's reconfig does),
+    /// `leaving` removed, `promoted` made voters.
+    pub fn changed(
+        &self,
+        joining: &[Member],
+        leaving: &[ServerId],
+        promoted: &[ServerId],
+    ) -> Result<Membership, MembershipError> {
+        let mut members = self.members.clone();
+        for id in leaving.iter().chain(promoted) {
+            if self.get(*id).is_none() && !joining.iter().any(|m| m.id == *id) {
+                return Err(MembershipError::NotMember(*id));
+            }
+        }
+        members.retain(|m| !leaving.contains(&m.id) && !joining.iter().any(|j| j.id == m.id));
+        members.extend(joining.iter().filter(|m| !leaving.contains(&m.id)).cloned());
+        for m in members.iter_mut().filter(|m| promoted.contains(&m.id)) {
+            m.participation = Participation::Participant;
+        }
+        Membership::new(members)
     }
 
     /// Every member, by id.
@@ -226,20 +297,28 @@ impl Configuration {
         self.both().all(|m| m.is_majority(&has))
     }
 
+    /// Whether the ids `has` holds are a majority of either membership in
+    /// force: enough to follow a leader on, never to lead (following cannot
+    /// commit anything; the leader counts its own quorums).
+    pub fn is_quorum_of_either(&self, has: impl Fn(ServerId) -> bool) -> bool {
+        self.both().any(|m| m.is_majority(&has))
+    }
+
     /// The highest value a quorum has reached (the lowest of each
     /// membership's majority point).
     pub fn quorum_point<T: Ord + Copy>(&self, value: impl Fn(ServerId) -> Option<T>) -> Option<T> {
         self.both().map(|m| m.majority_point(&value)).min().flatten()
     }
 
-    /// The configuration after a reconfiguration step logged at `zxid`.
-    pub fn after(&self, zxid: Zxid, change: &Change) -> Configuration {
-        match change {
-            Change::Enter(next) => {
-                Configuration { version: zxid, active: self.active.clone(), next: Some(next.clone()) }
-            }
-            Change::Complete => Configuration { version: self.version, active: self.current().clone(), next: None },
-        }
+    /// The first step of a reconfiguration from this configuration (not
+    /// joint) to `next`.
+    pub fn enter(&self, next: Membership) -> Change {
+        Change::Enter { active: self.active.clone(), next }
+    }
+
+    /// The step that completes this joint configuration.
+    pub fn complete(&self) -> Change {
+        Change::Complete { version: self.version, members: self.current().clone() }
     }
 
     /// ZooKeeper's dynamic configuration text, as `/zookeeper/config` holds
@@ -250,13 +329,48 @@ impl Configuration {
     }
 }
 
-/// A step of a reconfiguration, as a transaction carries it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A step of a reconfiguration, as a transaction carries it. Each names
+/// the whole configuration it leads to, so an entry means the same whatever
+/// configuration a member held before it (a member that joined with another
+/// configuration file, or restarted with an old one, reads it right).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Change {
-    /// Enter the joint configuration toward this membership.
-    Enter(Membership),
-    /// Leave it: the membership moved to decides alone.
-    Complete,
+    /// Enter the joint configuration of `active` and `next`.
+    Enter {
+        /// The members deciding so far.
+        active: Membership,
+        /// The members moved to.
+        next: Membership,
+    },
+    /// Leave it: `members` decide alone, under the reconfiguration's version.
+    Complete {
+        /// The zxid of the step that entered the joint configuration.
+        version: Zxid,
+        /// The members moved to.
+        members: Membership,
+    },
+}
+
+impl Change {
+    /// The configuration this step, logged at `zxid`, leads to.
+    pub fn configuration(&self, zxid: Zxid) -> Configuration {
+        match self {
+            Change::Enter { active, next } => {
+                Configuration { version: zxid, active: active.clone(), next: Some(next.clone()) }
+            }
+            Change::Complete { version, members } => {
+                Configuration { version: *version, active: members.clone(), next: None }
+            }
+        }
+    }
+
+    /// The membership moved to.
+    pub fn next(&self) -> &Membership {
+        match self {
+            Change::Enter { next, .. } => next,
+            Change::Complete { members, .. } => members,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -270,14 +384,14 @@ mod tests {
     #[test]
     fn a_joint_quorum_needs_a_majority_of_both() {
         let old = Configuration::initial(ids(&[1, 2, 3], &[]));
-        let joint = old.after(Zxid::new(1, 5), &Change::Enter(ids(&[3, 4, 5], &[])));
+        let joint = old.enter(ids(&[3, 4, 5], &[])).configuration(Zxid::new(1, 5));
         assert!(joint.is_joint());
         assert_eq!(joint.version, Zxid::new(1, 5));
         // {1, 2} is a majority of the old voters only; {3, 4} of the new only.
         assert!(!joint.is_quorum(|id| id == 1 || id == 2));
         assert!(!joint.is_quorum(|id| id == 3 || id == 4));
         assert!(joint.is_quorum(|id| id == 2 || id == 3 || id == 4));
-        let done = joint.after(Zxid::new(1, 6), &Change::Complete);
+        let done = joint.complete().configuration(Zxid::new(1, 6));
         assert!(!done.is_joint());
         assert_eq!(done.version, Zxid::new(1, 5), "completing keeps the reconfiguration's version");
         assert!(done.is_quorum(|id| id == 3 || id == 4));
@@ -287,7 +401,7 @@ mod tests {
     #[test]
     fn the_quorum_point_is_the_lowest_of_each_majority() {
         let joint =
-            Configuration::initial(ids(&[1, 2, 3], &[9])).after(Zxid::new(1, 1), &Change::Enter(ids(&[3, 4, 5], &[])));
+            Configuration::initial(ids(&[1, 2, 3], &[9])).enter(ids(&[3, 4, 5], &[])).configuration(Zxid::new(1, 1));
         let acked = |id: ServerId| match id {
             1 => Some(10),
             2 => Some(8),
@@ -300,6 +414,34 @@ mod tests {
         assert_eq!(joint.quorum_point(acked), Some(3));
         assert_eq!(Configuration::initial(ids(&[1, 2, 3], &[9])).quorum_point(acked), Some(8));
         assert_eq!(Configuration::initial(ids(&[4, 5, 6], &[])).quorum_point(acked), None);
+    }
+
+    #[test]
+    fn zookeeper_lines_parse_and_print_back_unchanged() {
+        for line in [
+            "server.4=127.0.0.1:7004:7004:participant;127.0.0.1:2184",
+            "server.5=[::1]:2888:3888:observer;2185",
+            "server.6=zk-6.zk:2888:3888:participant;",
+        ] {
+            let member = Member::parse(line).unwrap();
+            assert_eq!(member.to_string(), line);
+        }
+        let plain = Member::parse("server.7=h:1:2").unwrap();
+        assert_eq!((plain.participation, plain.peer_host_port().as_deref()), (Participation::Participant, Some("h:1")));
+        for bad in ["server.x=h:1:2", "srv.1=h:1:2", "server.1=h:1", "server.1=h:1:2;c:x", "server.0=h:1:2"] {
+            assert!(Member::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_membership_changes_by_joining_leaving_and_promoting() {
+        let now = Membership::of_ids(&[1, 2, 3], &[4]);
+        let five = Member::parse("server.5=h:1:2:observer;3").unwrap();
+        let next = now.changed(&[five], &[1], &[4]).unwrap();
+        assert_eq!(next.voters().collect::<Vec<_>>(), vec![2, 3, 4]);
+        assert_eq!(next.observers().collect::<Vec<_>>(), vec![5]);
+        assert_eq!(now.changed(&[], &[9], &[]), Err(MembershipError::NotMember(9)));
+        assert_eq!(now.changed(&[], &[1, 2, 3], &[]), Err(MembershipError::NoVoter));
     }
 
     #[test]

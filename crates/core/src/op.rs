@@ -156,6 +156,19 @@ pub enum Op {
     Ping,
     /// End the session.
     CloseSession,
+    /// Change the membership (ZooKeeper's reconfig): incremental (`joining`,
+    /// `leaving`) or a whole new member list; answered with the new
+    /// `/zookeeper/config`.
+    Reconfig {
+        /// Members to add or change, comma-separated `server.N=...` lines.
+        joining: String,
+        /// Member ids to remove, comma-separated.
+        leaving: String,
+        /// The whole new membership, comma-separated lines (instead of the two above).
+        new_members: String,
+        /// The configuration version it is based on (-1: any).
+        expected_version: i64,
+    },
 }
 
 /// How an operation is named in metrics and in `cons`.
@@ -198,6 +211,7 @@ impl Op {
             Op::WhoAmI => "whoAmI",
             Op::Ping => "ping",
             Op::CloseSession => "closeSession",
+            Op::Reconfig { .. } => "reconfig",
         }
     }
 
@@ -227,6 +241,7 @@ impl Op {
             Op::WhoAmI => "HOMI",
             Op::Ping => "PING",
             Op::CloseSession => "CLOS",
+            Op::Reconfig { .. } => "RCFG",
         }
     }
 
@@ -253,6 +268,7 @@ impl Op {
                 | Op::Check { .. }
                 | Op::Multi(_)
                 | Op::CloseSession
+                | Op::Reconfig { .. }
         )
     }
 
@@ -285,6 +301,7 @@ impl Op {
             | Op::RemoveWatches { path, .. }
             | Op::CheckWatches { path, .. } => Some(path),
             Op::GetEphemerals { prefix } => Some(prefix),
+            Op::Reconfig { .. } => Some(crate::tree::CONFIG_PATH),
             _ => None,
         }
     }
@@ -296,6 +313,7 @@ impl Op {
             Op::Create { data, acl, .. } => data.len() + acl.len() * 32,
             Op::SetData { data, .. } => data.len(),
             Op::SetAcl { acl, .. } => acl.len() * 32,
+            Op::Reconfig { joining, leaving, new_members, .. } => joining.len() + leaving.len() + new_members.len(),
             Op::Multi(ops) | Op::MultiRead(ops) => ops.iter().map(Op::approximate_size).sum(),
             Op::SetWatches { data, exist, child, persistent, persistent_recursive, .. } => {
                 [data, exist, child, persistent, persistent_recursive]

@@ -258,9 +258,8 @@ impl Oracle {
                 self.order.push(zxid);
                 self.txns.insert(zxid, (self.order.len() - 1, txn.clone()));
                 self.index_creates(zxid, &txn.body);
-                if let Some(change) = txn.body.change() {
-                    let next = self.configuration().after(zxid, &change);
-                    self.configurations.push((zxid, next));
+                if let TxnBody::Reconfig(change) = &txn.body {
+                    self.configurations.push((zxid, change.configuration(zxid)));
                 }
             }
         }

@@ -624,16 +624,16 @@ impl Simulation {
                         }
                     }
                     Output::Status(status) => {
-                        // In the configuration its log holds, or as of its commit point
-                        // (its whole history at establishment): a leader may at once
-                        // propose the completion of a reconfiguration that removes it,
-                        // and then leaves once that commits.
+                        // When it decides to lead (not yet serving, nothing committed
+                        // since): a voter in the configuration its log holds or in the
+                        // one at its commit point. (Once established, the change that
+                        // removes it may commit at once, and then it leaves.)
                         let votes = self.nodes[&id].replica.as_ref().is_some_and(|r| {
                             let zab = r.zab();
                             zab.configuration().is_voter(id)
                                 || zab.log().configuration_at(zab.last_committed()).is_voter(id)
                         });
-                        if status.role == Role::Leading && !votes {
+                        if status.role == Role::Leading && !status.serving && !votes {
                             return Err(Violation::ObserverLeads { node: id, epoch: status.epoch });
                         }
                         if status.role == Role::Leading && status.serving {
@@ -692,13 +692,15 @@ impl Simulation {
         let acked: Vec<String> = self.clients.iter_mut().flat_map(Client::take_new_acks).collect();
         for path in acked {
             let Some(zxid) = self.oracle.created_at(&path) else { return Err(Violation::AckedNotCommitted(path)) };
-            // Whatever the leader counted, a quorum of the configuration in
-            // force at `zxid` (or a stricter one) holds it durably.
-            let conf = self.oracle.configuration_at(zxid);
+            // A majority of the members decided on at `zxid` holds it durably:
+            // the leader counted them (alone, or with the old ones while
+            // joint), or, before a change, the old ones with it (a change is
+            // committed only after every earlier write).
+            let members = self.oracle.configuration_at(zxid).current();
             let holds = |id: ServerId| self.nodes.get(&id).is_some_and(|n| n.storage.durably_holds(zxid));
-            if !conf.is_quorum(holds) {
-                let durable = conf.voters().into_iter().filter(|id| holds(*id)).count();
-                let quorum = conf.current().majority();
+            if !members.is_majority(holds) {
+                let durable = members.voters().filter(|id| holds(*id)).count();
+                let quorum = members.majority();
                 return Err(Violation::NotDurable { what: path, zxid, durable, quorum });
             }
         }

@@ -68,7 +68,7 @@ impl Simulation {
         }
         let Ok(next) = Membership::new(members) else { return Ok(()) };
         let Some(replica) = self.nodes.get_mut(&leader).and_then(|n| n.replica.as_mut()) else { return Ok(()) };
-        match replica.reconfigure(next) {
+        match replica.propose_membership(next) {
             Ok(_) => self.report.reconfigs += 1,
             Err(_) => self.report.reconfigs_refused += 1,
         }

@@ -104,6 +104,7 @@ fn shape_reply(op: &Op, result: TxnResult) -> Reply {
         TxnResult::Error(code) => Err(ZkError::new(code, path)),
         TxnResult::Created { path, stat } => Ok(OpResult::Created { path, stat }),
         TxnResult::DataSet(stat) | TxnResult::AclSet(stat) => Ok(OpResult::Stat(stat)),
+        TxnResult::Reconfigured { data, stat } => Ok(OpResult::Data { data, stat }),
         TxnResult::Deleted | TxnResult::Checked | TxnResult::SessionCreated | TxnResult::SessionClosed => {
             Ok(OpResult::Empty)
         }

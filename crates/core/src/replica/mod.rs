@@ -30,6 +30,7 @@ pub mod forward;
 pub mod io;
 pub mod prep;
 pub mod reads;
+pub mod reconfig;
 mod requests;
 pub mod snapshots;
 
@@ -39,12 +40,11 @@ mod tests;
 pub use crate::session::NOT_SERVING;
 pub use io::{ClientMessage, ConnId, ConnectRequest, Echo, Input, Output, Recovered};
 
-use crate::ids::{ServerId, SessionId, Zxid};
+use crate::ids::{ServerId, SessionId};
 use crate::members::{Configuration, Membership};
 use crate::replica::prep::check::Limits;
 use crate::session::Connections;
 use crate::tree::{snapshot, DataTree};
-use crate::txn::{Txn, TxnBody};
 use crate::zab::{self, Message, Peer, Role, Status};
 use prep::Prep;
 use snapshots::Snapshots;
@@ -83,6 +83,9 @@ pub struct Config {
     /// `zab.voters` and `zab.observers`, not shown (a lone member, as
     /// ZooKeeper standalone, and tests).
     pub members: Option<Membership>,
+    /// Serve ZooKeeper's `reconfig` (ZooKeeper's `reconfigEnabled`; off:
+    /// RECONFIGDISABLED). The admin API reconfigures either way.
+    pub reconfig_enabled: bool,
     /// Record every change applied to the tree for [`Replica::drain_applied`]
     /// (the simulation's oracle checks them) and keep the tree's digest up to
     /// date; off in a server, where nothing would drain them.
@@ -106,6 +109,7 @@ impl Config {
             snapshot_chunk_bytes: 1 << 20,
             super_digest: None,
             members: None,
+            reconfig_enabled: false,
             record_applied: false,
         }
     }
@@ -387,18 +391,6 @@ impl Replica {
         Ok(target)
     }
 
-    /// Proposes a reconfiguration to `next` (an established leader only; see
-    /// [`crate::members`]): the operator's path, answered with the zxid of
-    /// its first step. Refused while another is under way or when a
-    /// majority of `next`'s voters is not connected and caught up.
-    pub fn reconfigure(&mut self, next: Membership) -> Result<Zxid, zab::ProposeError> {
-        let time_ms = self.clock.now_ms;
-        let txn = Txn { session: SessionId::NONE, cxid: 0, time_ms, body: TxnBody::Reconfig { next } };
-        let zxid = self.zab.propose(txn)?;
-        self.drain_zab();
-        Ok(zxid)
-    }
-
     fn emit(&mut self, conn: ConnId, msg: ClientMessage) {
         self.outputs.push(Output::Client { conn, msg });
     }
@@ -444,6 +436,9 @@ impl Replica {
                 self.outputs.push(Output::Zab(zab::Io::Send { to, msg }));
             }
             zab::Action::RoleChanged(status) => self.on_status(status),
+            zab::Action::ConfigurationAdopted(configuration) => {
+                self.tree.adopt_initial_configuration(configuration, self.config.members.is_some());
+            }
             zab::Action::Forwarded { from, payload } => self.on_forwarded(from, &payload),
             zab::Action::Replied { payload } => self.on_replied(&payload),
             zab::Action::LeadershipConfirmed { probe } => {
@@ -463,6 +458,7 @@ impl Replica {
                 now_ms: self.clock.now_ms,
                 limits: self.config.limits,
                 disk_low: self.disk_low,
+                reconfig_enabled: self.config.reconfig_enabled,
             };
             self.prep.run(env, self.config.tick_ms, self.clock.ticks);
         }

@@ -68,6 +68,13 @@ pub enum TxnResult {
     Multi(Vec<Result<TxnResult, ErrorCode>>),
     /// The write failed with this code.
     Error(ErrorCode),
+    /// A reconfiguration step applied: `/zookeeper/config` now.
+    Reconfigured {
+        /// Its data.
+        data: Data,
+        /// Its Stat.
+        stat: Stat,
+    },
 }
 
 /// What applying a transaction produced.
@@ -231,13 +238,27 @@ impl DataTree {
             }
             TxnBody::MultiError(codes) => TxnResult::Multi(codes.iter().map(|c| Err(*c)).collect()),
             TxnBody::Error(code) => TxnResult::Error(*code),
-            TxnBody::Reconfig { .. } | TxnBody::ReconfigComplete => {
-                let Some(change) = body.change() else { return TxnResult::Error(ErrorCode::BadArguments) };
-                let before = self.state.configuration.clone().unwrap_or_default();
-                let after = before.after(zxid, &change);
-                self.state.set_configuration(zxid, txn.time_ms, after, triggers)
+            TxnBody::Reconfig(change) => {
+                match self.state.set_configuration(zxid, txn.time_ms, change.configuration(zxid), triggers) {
+                    TxnResult::DataSet(stat) => {
+                        let data = self.state.node(CONFIG_PATH).map_or(Data::EMPTY, |n| n.data_value());
+                        TxnResult::Reconfigured { data, stat }
+                    }
+                    other => other,
+                }
             }
         }
+    }
+
+    /// Replaces a configuration file's membership by the leader's (a
+    /// follower whose file differed: a member joining), as if its own file
+    /// had given it; a replicated configuration is left alone.
+    pub fn adopt_initial_configuration(&mut self, configuration: Configuration, shown: bool) {
+        if self.state.configuration.as_ref().is_some_and(|c| c.version != Zxid::ZERO) {
+            return;
+        }
+        self.state.configuration = None;
+        self.set_initial_configuration(configuration, shown);
     }
 
     /// Takes the configuration file's membership until the ensemble is

@@ -472,9 +472,10 @@ fn a_reconfiguration_shows_in_zookeeper_config_and_survives_a_snapshot() {
     let initial = t.tree.state().node(CONFIG_PATH).expect("config node").stat();
     assert_eq!((initial.version, initial.mzxid), (0, 0), "the file's configuration is not a write");
     t.tree.watches_mut().add_data(CONFIG_PATH, S);
+    let initial = t.tree.state().configuration().unwrap().clone();
     let next = Membership::of_ids(&[1, 2, 3, 4], &[5]);
-    let applied = t.apply(SessionId::NONE, TxnBody::Reconfig { next });
-    let TxnResult::DataSet(stat) = applied.result else { panic!("{:?}", applied.result) };
+    let applied = t.apply(SessionId::NONE, TxnBody::Reconfig(initial.enter(next)));
+    let TxnResult::Reconfigured { stat, .. } = applied.result else { panic!("{:?}", applied.result) };
     assert_eq!((stat.version, stat.mzxid), (1, Zxid::new(1, 1).as_i64()));
     assert_eq!(applied.events.len(), 1, "a watch on /zookeeper/config fires");
     let text = t.tree.state().node(CONFIG_PATH).unwrap().data_value();
@@ -482,7 +483,8 @@ fn a_reconfiguration_shows_in_zookeeper_config_and_survives_a_snapshot() {
     assert!(text.contains("server.4=:participant;") && text.contains("server.5=:observer;"), "{text}");
     assert!(text.ends_with("version=100000001"), "{text}");
     assert!(t.tree.state().configuration().unwrap().is_joint());
-    t.apply(SessionId::NONE, TxnBody::ReconfigComplete);
+    let joint = t.tree.state().configuration().unwrap().clone();
+    t.apply(SessionId::NONE, TxnBody::Reconfig(joint.complete()));
     let done = t.tree.state().configuration().unwrap().clone();
     assert!(!done.is_joint());
     assert_eq!(t.tree.state().node(CONFIG_PATH).unwrap().stat().version, 1, "completing changes nothing shown");

@@ -11,7 +11,7 @@ use super::TxnBody;
 use crate::acl::Acl;
 use crate::data::Data;
 use crate::error::ErrorCode;
-use crate::members::Membership;
+use crate::members::Change;
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -31,8 +31,7 @@ enum Written<'a> {
     Error(ErrorCode),
     CreateNull { path: &'a str, acl: &'a [Acl], ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: &'a str, version: i32 },
-    Reconfig { next: &'a Membership },
-    ReconfigComplete,
+    Reconfig(&'a Change),
 }
 
 /// A body as read: the same variants, owned.
@@ -50,8 +49,7 @@ enum Read {
     Error(ErrorCode),
     CreateNull { path: String, acl: Vec<Acl>, ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: String, version: i32 },
-    Reconfig { next: Membership },
-    ReconfigComplete,
+    Reconfig(Change),
 }
 
 impl<'a> From<&'a TxnBody> for Written<'a> {
@@ -86,8 +84,7 @@ impl<'a> From<&'a TxnBody> for Written<'a> {
             TxnBody::Multi(ops) => Written::Multi(ops),
             TxnBody::MultiError(codes) => Written::MultiError(codes),
             TxnBody::Error(code) => Written::Error(*code),
-            TxnBody::Reconfig { next } => Written::Reconfig { next },
-            TxnBody::ReconfigComplete => Written::ReconfigComplete,
+            TxnBody::Reconfig(change) => Written::Reconfig(change),
         }
     }
 }
@@ -111,8 +108,7 @@ impl From<Read> for TxnBody {
                 TxnBody::Create { path, data: Data::NULL, acl, ephemeral_owner, parent_cversion }
             }
             Read::SetDataNull { path, version } => TxnBody::SetData { path, data: Data::NULL, version },
-            Read::Reconfig { next } => TxnBody::Reconfig { next },
-            Read::ReconfigComplete => TxnBody::ReconfigComplete,
+            Read::Reconfig(change) => TxnBody::Reconfig(change),
         }
     }
 }

@@ -97,15 +97,10 @@ pub enum TxnBody {
     /// A write that failed validation. Replicated like any write so that the
     /// session's replies stay in order (as ZooKeeper does). Changes nothing.
     Error(ErrorCode),
-    /// A reconfiguration's first step: the joint configuration toward
-    /// `next` (see [`crate::members`]).
-    Reconfig {
-        /// The members moved to.
-        next: Membership,
-    },
-    /// A reconfiguration's second step, proposed by the leader once the
-    /// first is committed: the new members decide alone.
-    ReconfigComplete,
+    /// A step of a reconfiguration (see [`crate::members`]): entering the
+    /// joint configuration, or, proposed by the leader once that is
+    /// committed, leaving it for the new members alone.
+    Reconfig(Change),
 }
 
 impl Txn {
@@ -118,15 +113,6 @@ impl Txn {
 }
 
 impl TxnBody {
-    /// The reconfiguration step this transaction is, if it is one.
-    pub fn change(&self) -> Option<Change> {
-        match self {
-            TxnBody::Reconfig { next } => Some(Change::Enter(next.clone())),
-            TxnBody::ReconfigComplete => Some(Change::Complete),
-            _ => None,
-        }
-    }
-
     fn approximate_size(&self) -> usize {
         let data_len = |data: &Data| data.as_option().map_or(0, Bytes::len);
         let acl = |acl: &[Acl]| acl.iter().map(|a| 8 + a.id.scheme.len() + a.id.id.len()).sum::<usize>();
@@ -140,10 +126,15 @@ impl TxnBody {
             TxnBody::Multi(ops) => ops.iter().map(|op| 4 + op.approximate_size()).sum(),
             TxnBody::MultiError(codes) => 4 * codes.len(),
             TxnBody::Error(_) => 4,
-            TxnBody::Reconfig { next } => {
-                next.members().iter().map(|m| 16 + m.peer_address.len() + m.client_address.len()).sum()
+            TxnBody::Reconfig(change) => {
+                let size = |m: &Membership| -> usize {
+                    m.members().iter().map(|m| 16 + m.peer_address.len() + m.client_address.len()).sum()
+                };
+                match change {
+                    Change::Enter { active, next } => size(active) + size(next),
+                    Change::Complete { members, .. } => 8 + size(members),
+                }
             }
-            TxnBody::ReconfigComplete => 4,
         }
     }
 }
@@ -206,12 +197,15 @@ impl fmt::Display for TxnBody {
                 write!(f, "failed multi {names:?}")
             }
             TxnBody::Error(code) => write!(f, "error {code}"),
-            TxnBody::Reconfig { next } => {
-                let voters: Vec<_> = next.voters().collect();
-                let observers: Vec<_> = next.observers().collect();
-                write!(f, "reconfig voters={voters:?} observers={observers:?}")
+            TxnBody::Reconfig(change) => {
+                let step = match change {
+                    Change::Enter { .. } => "reconfig",
+                    Change::Complete { .. } => "reconfig complete",
+                };
+                let voters: Vec<_> = change.next().voters().collect();
+                let observers: Vec<_> = change.next().observers().collect();
+                write!(f, "{step} voters={voters:?} observers={observers:?}")
             }
-            TxnBody::ReconfigComplete => write!(f, "reconfig complete"),
         }
     }
 }

@@ -69,12 +69,10 @@ pub enum Decoded {
         /// What was wrong, for the log.
         error: JuteError,
     },
-    /// An opcode we do not serve: sasl (102), reconfig (16), standalone check
-    /// (13, refused by ZooKeeper 3.9 too), internal or unknown numbers. Answer
-    /// `code` (header only): UNIMPLEMENTED, or RECONFIGDISABLED for reconfig as
-    /// a ZooKeeper with reconfig disabled (the default) does. After an
-    /// UNIMPLEMENTED (but for SASL) the connection is closed, as ZooKeeper's
-    /// UnimplementedRequestProcessor closes it.
+    /// An opcode we do not serve: sasl (102), standalone check (13, refused
+    /// by ZooKeeper 3.9 too), internal or unknown numbers. Answer `code`
+    /// (header only): UNIMPLEMENTED. After it (but for SASL) the connection is
+    /// closed, as ZooKeeper's UnimplementedRequestProcessor closes it.
     Unsupported {
         /// The request's xid.
         xid: i32,

@@ -586,6 +586,21 @@ record! {
 }
 
 record! {
+    /// reconfig request (opcode 16); answered with a GetDataResponse of
+    /// `/zookeeper/config`.
+    ReconfigRequest {
+        /// Members to add or change, comma-separated `server.N=...` lines (incremental).
+        joining_servers: String,
+        /// Member ids to remove, comma-separated (incremental).
+        leaving_servers: String,
+        /// The whole new membership, comma-separated lines (non-incremental).
+        new_members: String,
+        /// The configuration version it is based on; -1: any.
+        cur_config_id: i64,
+    }
+}
+
+record! {
     /// getEphemerals request (opcode 103).
     GetEphemeralsRequest {
         /// Path prefix; empty or "/" for all.

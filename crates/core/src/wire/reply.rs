@@ -79,7 +79,7 @@ fn body(shape: &ReplyShape, result: &OpResult, w: &mut Writer) -> Result<(), Mis
         // check is not served standalone (UNIMPLEMENTED, see request.rs); were it,
         // ZooKeeper would shape it as a SetDataResponse.
         (Exists | SetData | SetAcl | Check, OpResult::Stat(stat)) => stat.write(w),
-        (GetData, OpResult::Data { data, stat }) => {
+        (GetData | Reconfig, OpResult::Data { data, stat }) => {
             data.write(w);
             stat.write(w);
         }

@@ -165,8 +165,15 @@ fn body(opcode: OpCode, r: &mut Reader<'_>) -> Result<Body, Reject> {
         OpCode::Ping => op(Op::Ping),
         OpCode::WhoAmI => op(Op::WhoAmI),
         OpCode::CloseSession => op(Op::CloseSession),
-        // ZooKeeper disables reconfig by default and then answers RECONFIGDISABLED.
-        OpCode::Reconfig => Ok(Body::Unsupported(ErrorCode::ReconfigDisabled)),
+        OpCode::Reconfig => {
+            let req: ReconfigRequest = read(r)?;
+            op(Op::Reconfig {
+                joining: req.joining_servers,
+                leaving: req.leaving_servers,
+                new_members: req.new_members,
+                expected_version: req.cur_config_id,
+            })
+        }
         // Since 3.9 (ZOOKEEPER-2623 addendum) `Request.isValid(check)` is false:
         // a check outside multi gets UNIMPLEMENTED.
         OpCode::Check

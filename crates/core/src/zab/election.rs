@@ -8,7 +8,8 @@
 //! Lost notifications are made good by re-sending with a backoff in ticks.
 
 use super::{Follower, Leader, Message, Peer, PeerState, Role, State, Status, Vote};
-use crate::ids::ServerId;
+use crate::ids::{ServerId, Zxid};
+use crate::members::Configuration;
 use std::collections::BTreeMap;
 
 /// The state of a looking replica.
@@ -27,9 +28,23 @@ pub(super) struct Election {
     /// When this round started: joining an established leader waits a little,
     /// so a replica that just gave up on a sync does not retry in a tight loop.
     started: u64,
+    /// The newest configuration a notification carried, when newer than
+    /// the one our log holds: whom to follow is decided by it.
+    newest: Option<Configuration>,
+}
+
+/// Orders configurations along a history: by version, a completed one after
+/// the joint one of the same change.
+fn recency(c: &Configuration) -> (Zxid, bool) {
+    (c.version, !c.is_joint())
 }
 
 impl Election {
+    /// The newest configuration a notification carried, if newer than our log's.
+    pub(super) fn newest_heard(&self) -> Option<&Configuration> {
+        self.newest.as_ref()
+    }
+
     /// An inert election, replaced at once in `Peer::new`.
     pub(super) fn placeholder() -> Election {
         Election {
@@ -40,6 +55,7 @@ impl Election {
             resend_at: 0,
             resend_interval: 1,
             started: 0,
+            newest: None,
         }
     }
 
@@ -58,6 +74,7 @@ impl Election {
             resend_at: now + 1,
             resend_interval: 1,
             started: now,
+            newest: None,
         }
     }
 }
@@ -78,17 +95,54 @@ impl Peer {
         }
     }
 
+    fn notification(&self) -> Message {
+        // The configuration at our commit point: one only our log holds may
+        // be a tail a new leader truncates, and a member that took it for
+        // the ensemble's would follow by members that are none.
+        let configuration = Some(self.log.configuration_at(self.committed).clone());
+        Message::Notification {
+            round: self.round,
+            vote: self.current_vote(),
+            state: self.my_peer_state(),
+            configuration,
+        }
+    }
+
     pub(super) fn broadcast_notification(&mut self) {
-        let msg = Message::Notification { round: self.round, vote: self.current_vote(), state: self.my_peer_state() };
+        let msg = self.notification();
         self.broadcast_to_members(msg);
     }
 
     fn notify(&mut self, to: ServerId) {
-        let msg = Message::Notification { round: self.round, vote: self.current_vote(), state: self.my_peer_state() };
+        let msg = self.notification();
         self.send(to, msg);
     }
 
-    pub(super) fn on_notification(&mut self, from: ServerId, round: u64, vote: Vote, state: PeerState) {
+    /// The configuration an election decides whom to follow by: the newest
+    /// of our log's and those the notifications carried. (Whether to lead
+    /// is decided by our log's alone: it is the one we would lead with.)
+    fn election_configuration(&self) -> Configuration {
+        let own = self.log.configuration();
+        match &self.state {
+            State::Looking(Election { newest: Some(newest), .. }) if recency(newest) > recency(own) => newest.clone(),
+            _ => own.clone(),
+        }
+    }
+
+    /// Whether our vote counts in this election: we vote by our log's
+    /// configuration, or by a newer one we heard of.
+    fn counts_in_election(&self, conf: &Configuration) -> bool {
+        self.votes() || conf.is_voter(self.config.id)
+    }
+
+    pub(super) fn on_notification(
+        &mut self,
+        from: ServerId,
+        round: u64,
+        vote: Vote,
+        state: PeerState,
+        configuration: Option<Configuration>,
+    ) {
         let State::Looking(_) = &self.state else {
             match state {
                 // Following or leading: a looker learns from us who leads.
@@ -99,17 +153,25 @@ impl Peer {
             }
             return;
         };
-        let from_voter = self.log.configuration().is_voter(from);
+        let own = recency(self.log.configuration());
+        if let (State::Looking(e), Some(heard)) = (&mut self.state, configuration) {
+            if recency(&heard) > own && e.newest.as_ref().is_none_or(|n| recency(&heard) > recency(n)) {
+                e.newest = Some(heard);
+            }
+        }
+        let conf = self.election_configuration();
+        let from_voter = conf.is_voter(from) || self.log.configuration().is_voter(from);
+        let counts = self.counts_in_election(&conf);
         match state {
             // An observer (or a member joining or removed) looking for the
             // leader: a voter tells it its vote (observers do not answer
             // each other); nothing is counted.
             PeerState::Looking if !from_voter => {
-                if self.votes() {
+                if counts {
                     self.notify(from);
                 }
             }
-            PeerState::Looking if !self.votes() => self.observer_on_looking_notification(from, round, vote),
+            PeerState::Looking if !counts => self.observer_on_looking_notification(from, round, vote),
             PeerState::Looking => self.on_looking_notification(from, round, vote),
             // Anyone settled may say who leads (a leader outside our
             // configuration among them); only voters' words are counted.
@@ -118,17 +180,31 @@ impl Peer {
     }
 
     /// An observer hears a voter's vote: it keeps the voters' votes of the
-    /// newest round and follows the one a quorum of them agrees on.
+    /// newest round and follows the one a quorum of them agrees on. Its own
+    /// vote (never counted by itself) follows the best it hears, as a
+    /// voter's does: to a member whose log is behind a reconfiguration it
+    /// may still be a voter, and a stale vote of its own there splits the
+    /// election for ever (a schedule of the simulation did).
     fn observer_on_looking_notification(&mut self, from: ServerId, round: u64, vote: Vote) {
+        let own = self.own_vote();
         let State::Looking(e) = &mut self.state else { return };
         e.out_of_election.remove(&from);
+        let mut changed = false;
         if round > self.round {
             self.round = round;
             e.received.clear();
+            e.vote = own.max(vote);
+            changed = true;
         } else if round < self.round {
             return;
+        } else if vote > e.vote {
+            e.vote = vote;
+            changed = true;
         }
         e.received.insert(from, vote);
+        if changed {
+            self.broadcast_notification();
+        }
         self.check_election_done();
     }
 
@@ -193,7 +269,8 @@ impl Peer {
     /// on it and the leader itself says it leads (ZooKeeper's checkLeader).
     fn check_join(&mut self) -> bool {
         let (now, wait, id) = (self.now, self.config.finalize_wait_ticks, self.config.id);
-        let conf = self.log.configuration();
+        let conf = self.election_configuration();
+        let own = self.log.configuration();
         let State::Looking(e) = &self.state else { return false };
         if now < e.started + wait {
             return false;
@@ -203,7 +280,10 @@ impl Peer {
             let leads = sender == leader && state == PeerState::Leading;
             // Only voters vouch for a leader (an observer only follows one).
             let vouch = |voter| e.out_of_election.get(&voter).is_some_and(|(v, _)| v.leader == leader);
-            (leads && leader != id && conf.is_quorum(vouch)).then_some(vote)
+            // Following is safe on any configuration's word; the newest heard
+            // may name members that never write to us.
+            let vouched = conf.is_quorum_of_either(vouch) || own.is_quorum_of_either(vouch);
+            (leads && leader != id && vouched).then_some(vote)
         });
         match found {
             Some(vote) => {
@@ -219,10 +299,27 @@ impl Peer {
     pub(super) fn check_election_done(&mut self) {
         let now = self.now;
         let wait = self.config.finalize_wait_ticks;
-        let observes = !self.votes();
-        let conf = self.log.configuration();
+        let conf = self.election_configuration();
+        let observes = !self.counts_in_election(&conf);
+        let may_lead = self.votes();
+        let own = self.log.configuration();
         let State::Looking(e) = &mut self.state else { return };
-        let agree_on = |vote: &Vote| conf.is_quorum(|id| e.received.get(&id) == Some(vote));
+        // Leading needs a majority of every membership in force; following
+        // one of either. A member whose log stops inside a joint
+        // configuration may hear too little of the old members, who have
+        // moved on, to find a majority of them: following on the new ones'
+        // word is safe (the leader counts its own quorums), and without it
+        // such a member's vote can make two would-be leaders that neither
+        // gets it to follow (a schedule of the simulation did).
+        let id = self.config.id;
+        let agree_on = |vote: &Vote| {
+            let agrees = |voter| e.received.get(&voter).is_some_and(|v| v.leader == vote.leader);
+            if vote.leader == id {
+                may_lead && own.is_quorum(agrees)
+            } else {
+                conf.is_quorum_of_either(agrees) || own.is_quorum_of_either(agrees)
+            }
+        };
         if observes {
             // An observer has no vote of its own: it follows what a quorum of
             // voters agreed on, once they have (never itself).

@@ -180,7 +180,7 @@ impl Peer {
             Message::Diff { truncate_to, from, committed, .. } => self.on_diff(truncate_to, from, committed),
             Message::Snap { zxid, chunks, configuration, .. } => self.on_snap(zxid, chunks, configuration),
             Message::Proposal { prev, entries, .. } => self.on_proposal(prev, entries),
-            Message::NewLeader { zxid, .. } => self.on_new_leader(zxid),
+            Message::NewLeader { zxid, configuration, .. } => self.on_new_leader(zxid, configuration),
             Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
             Message::Commit { zxid, .. } => self.on_leader_commit(zxid),
             Message::Ping { committed, probe, epoch } => {
@@ -356,7 +356,7 @@ impl Peer {
         self.apply_leader_commits();
     }
 
-    fn on_new_leader(&mut self, zxid: Zxid) {
+    fn on_new_leader(&mut self, zxid: Zxid, configuration: Option<Configuration>) {
         let Some(f) = self.follower() else { return };
         match f.stage {
             Stage::Syncing => {}
@@ -377,6 +377,15 @@ impl Peer {
         }
         if let Some(pending) = pending {
             self.install_pending_snapshot(pending);
+        }
+        // Our history is now the leader's: so is its configuration, even when
+        // ours came from another configuration file (a member joining, or one
+        // restarted with an old file) and no reconfiguration entry says so.
+        if let Some(configuration) = configuration {
+            if self.log.adopt_configuration(configuration.clone()) {
+                tracing::info!(id = self.config.id, version = %configuration.version, "took the leader's configuration");
+                self.outbox.push(Action::ConfigurationAdopted(configuration));
+            }
         }
         if let Some(f) = self.follower() {
             f.stage = Stage::AwaitingUpToDate;

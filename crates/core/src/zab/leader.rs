@@ -590,7 +590,8 @@ impl Peer {
         for msg in proposals(epoch, from, &self.log.range(from, last), batch) {
             self.send(id, msg);
         }
-        self.send(id, Message::NewLeader { epoch, zxid: last });
+        let configuration = Some(self.log.configuration().clone());
+        self.send(id, Message::NewLeader { epoch, zxid: last, configuration });
     }
 
     fn on_ack_new_leader(&mut self, from: ServerId, zxid: Zxid) {

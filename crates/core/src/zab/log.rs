@@ -8,7 +8,7 @@
 use super::message::{EpochRange, LogSummary};
 use crate::ids::Zxid;
 use crate::members::Configuration;
-use crate::txn::Entry;
+use crate::txn::{Entry, TxnBody};
 use std::collections::VecDeque;
 
 /// Entries after `base`, ascending, contiguous within each epoch: first the
@@ -91,10 +91,22 @@ impl Log {
         self.configs.last().is_some_and(|(z, _)| *z > zxid)
     }
 
+    /// Takes `configuration` as the one in force, from a leader whose log
+    /// this one now equals: when no reconfiguration entry here names one,
+    /// it is the base's (entries name the whole configuration they lead to,
+    /// so with one here, ours already is the leader's).
+    /// Returns whether ours changed.
+    pub fn adopt_configuration(&mut self, configuration: Configuration) -> bool {
+        if !self.configs.is_empty() || self.base_config == configuration {
+            return false;
+        }
+        self.base_config = configuration;
+        true
+    }
+
     fn note_configuration(&mut self, entry: &Entry) {
-        if let Some(change) = entry.txn.body.change() {
-            let next = self.configuration().after(entry.zxid, &change);
-            self.configs.push((entry.zxid, next));
+        if let TxnBody::Reconfig(change) = &entry.txn.body {
+            self.configs.push((entry.zxid, change.configuration(entry.zxid)));
         }
     }
 

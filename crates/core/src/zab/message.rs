@@ -77,6 +77,11 @@ pub enum Message {
         vote: Vote,
         /// What the sender is doing.
         state: PeerState,
+        /// The configuration at the sender's commit point: a member whose own
+        /// is older (behind a reconfiguration, or a new one with only its
+        /// configuration file) decides whom to follow by the newest it
+        /// hears (see `election`). None from a build before reconfiguration.
+        configuration: Option<Configuration>,
     },
     /// \[FOLLOWERINFO\] A follower presents itself to its elected leader.
     FollowerInfo {
@@ -135,6 +140,10 @@ pub enum Message {
         epoch: Epoch,
         /// The leader's last zxid when it sent this.
         zxid: Zxid,
+        /// The configuration the leader's log holds at `zxid` (as
+        /// ZooKeeper's NEWLEADER carries its quorum verifier); None from a
+        /// build before reconfiguration.
+        configuration: Option<Configuration>,
     },
     /// [ACK of NEWLEADER] Everything synced and the new epoch are durable.
     AckNewLeader {

@@ -57,7 +57,7 @@ pub fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) 
 mod tests;
 
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::members::{Configuration, Membership};
+use crate::members::{Change, Configuration, Membership};
 use crate::txn::{Entry, Txn, TxnBody};
 use bytes::Bytes;
 use election::Election;
@@ -297,6 +297,10 @@ pub enum Action {
         /// The payload.
         payload: Bytes,
     },
+    /// This follower took the leader's configuration over the one its
+    /// configuration file gave (no reconfiguration entry named one): the
+    /// tree shows it, as the leader's does.
+    ConfigurationAdopted(Configuration),
     /// A quorum confirmed this peer still leads: every probe up to `probe`
     /// (from [`Peer::confirm_leadership`]) is answered.
     LeadershipConfirmed {
@@ -478,9 +482,15 @@ impl Peer {
         self.log.configuration()
     }
 
-    /// Whether this member votes in the configuration in force.
+    /// Whether this member votes (and may lead): in the configuration in
+    /// force, or in the one at its commit point. A member whose log holds a
+    /// change removing it, not yet committed, keeps standing: it may hold
+    /// the newest history, which another leader would find ahead of its own
+    /// and abort on (a schedule of the simulation did, for ever). As in
+    /// Raft, a leader the change removes leaves once the change commits.
     fn votes(&self) -> bool {
-        self.log.configuration().is_voter(self.config.id)
+        let id = self.config.id;
+        self.log.configuration().is_voter(id) || self.log.configuration_at(self.committed).is_voter(id)
     }
 
     /// The log: entries held in memory, and the ranges of stored ones.
@@ -543,12 +553,18 @@ impl Peer {
         })
     }
 
+    /// Leader: whether the reconfiguration step `change` may be proposed now
+    /// (see [`ProposeError::ReconfigInProgress`] and [`ProposeError::NewConfigNoQuorum`]).
+    pub fn check_reconfiguration(&self, change: &Change) -> Result<(), ProposeError> {
+        self.check_reconfig(change)
+    }
+
     /// Proposes a transaction (leader only); returns its zxid. It reaches
     /// storage and followers at the next [`Peer::take_actions`].
     pub fn propose(&mut self, txn: Txn) -> Result<Zxid, ProposeError> {
         let zxid = self.next_zxid()?;
-        if let TxnBody::Reconfig { next } = &txn.body {
-            self.check_reconfig(next)?;
+        if let TxnBody::Reconfig(change @ Change::Enter { .. }) = &txn.body {
+            self.check_reconfig(change)?;
         }
         let entry = Entry::new(zxid, txn);
         if let Err(e) = self.log.append(entry.clone()) {
@@ -603,9 +619,17 @@ impl Peer {
     /// both while joint), observers included (they learn who leads from the
     /// voters' notifications).
     fn broadcast_to_members(&mut self, msg: Message) {
-        let conf = self.log.configuration();
-        let all = conf.active.members().iter().chain(conf.next.iter().flat_map(|m| m.members()));
-        let mut others: Vec<ServerId> = all.map(|m| m.id).filter(|v| *v != self.config.id).collect();
+        // A newer configuration an election heard of names members too.
+        let heard = match &self.state {
+            State::Looking(e) => e.newest_heard(),
+            _ => None,
+        };
+        let mut others: Vec<ServerId> = std::iter::once(self.log.configuration())
+            .chain(heard)
+            .flat_map(|c| c.active.members().iter().chain(c.next.iter().flat_map(|m| m.members())))
+            .map(|m| m.id)
+            .filter(|v| *v != self.config.id)
+            .collect();
         others.sort_unstable();
         others.dedup();
         for to in others {
@@ -647,8 +671,8 @@ impl Peer {
         if from == self.config.id {
             return;
         }
-        if let Message::Notification { round, vote, state } = msg {
-            self.on_notification(from, round, vote, state);
+        if let Message::Notification { round, vote, state, configuration } = msg {
+            self.on_notification(from, round, vote, state, configuration);
             return;
         }
         match &self.state {

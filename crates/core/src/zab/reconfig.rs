@@ -5,7 +5,7 @@
 
 use super::{Peer, ProposeError, State};
 use crate::ids::{ServerId, SessionId};
-use crate::members::Membership;
+use crate::members::Change;
 use crate::txn::{Txn, TxnBody};
 
 impl Peer {
@@ -14,8 +14,12 @@ impl Peer {
     /// one under way), and a majority of the new voters must be synced and
     /// hold everything committed, or the new configuration could not commit
     /// anything (ZooKeeper's NewConfigNoQuorum).
-    pub(super) fn check_reconfig(&self, next: &Membership) -> Result<(), ProposeError> {
-        if self.log.configuration().is_joint() || self.log.reconfiguring_after(self.committed) {
+    pub(super) fn check_reconfig(&self, change: &Change) -> Result<(), ProposeError> {
+        let conf = self.log.configuration();
+        let Change::Enter { active, next } = change else { return Err(ProposeError::ReconfigInProgress) };
+        // Built from another configuration than the one in force: one
+        // changed under it.
+        if conf.is_joint() || self.log.reconfiguring_after(self.committed) || *active != conf.active {
             return Err(ProposeError::ReconfigInProgress);
         }
         let State::Leading(l) = &self.state else { return Err(ProposeError::NotLeader) };
@@ -41,7 +45,8 @@ impl Peer {
         if conf.is_joint() {
             if conf.version <= self.committed {
                 let time_ms = self.log.get(conf.version).map_or(0, |e| e.txn.time_ms);
-                let done = Txn { session: SessionId::NONE, cxid: 0, time_ms, body: TxnBody::ReconfigComplete };
+                let body = TxnBody::Reconfig(conf.complete());
+                let done = Txn { session: SessionId::NONE, cxid: 0, time_ms, body };
                 // Refused only while busy: the next commit or tick tries again.
                 if let Ok(zxid) = self.propose(done) {
                     tracing::info!(id = self.config.id, %zxid, "joint configuration committed; completing it");

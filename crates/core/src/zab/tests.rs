@@ -139,7 +139,10 @@ impl Cluster {
                         assert!(probe > node.confirmed, "probes are confirmed in order, each once");
                         node.confirmed = probe;
                     }
-                    Action::RoleChanged(_) | Action::Forwarded { .. } | Action::Replied { .. } => {}
+                    Action::RoleChanged(_)
+                    | Action::Forwarded { .. }
+                    | Action::Replied { .. }
+                    | Action::ConfigurationAdopted(_) => {}
                 }
             }
             if max_seq > 0 {
@@ -289,7 +292,10 @@ fn follower_promises_epoch_only_once_durable() {
     // Peers 1 and 3 vote for 3 (highest id); 2 follows 3.
     let vote = Vote::new(0, Zxid::ZERO, 3);
     for from in [1, 3] {
-        peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
+        peer.handle(Input::Message {
+            from,
+            msg: Message::Notification { round: 1, vote, state: PeerState::Looking, configuration: None },
+        });
     }
     assert_eq!(peer.status().role, Role::Following);
     peer.take_actions();
@@ -505,7 +511,10 @@ fn following_3(last: u32, epoch: Epoch) -> Peer {
     peer.take_actions();
     let vote = Vote::new(1, Zxid::new(1, 5), 3);
     for from in [1, 3] {
-        peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
+        peer.handle(Input::Message {
+            from,
+            msg: Message::Notification { round: 1, vote, state: PeerState::Looking, configuration: None },
+        });
     }
     peer.handle(Input::Tick);
     assert_eq!(peer.status().role, Role::Following);
@@ -531,7 +540,10 @@ fn t90_interrupted_snap_sync_loses_nothing() {
         actions.iter().all(|a| !matches!(a, Action::InstallSnapshot { .. } | Action::Io(Io::Persist { .. }))),
         "{actions:?}"
     );
-    peer.handle(Input::Message { from: 3, msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 5) } });
+    peer.handle(Input::Message {
+        from: 3,
+        msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 5), configuration: None },
+    });
     assert_eq!(peer.status().role, Role::Looking, "the sync cannot complete");
     let actions = peer.take_actions();
     assert!(
@@ -548,7 +560,10 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     peer.take_actions();
     let vote = Vote::new(0, Zxid::ZERO, 3);
     for from in [1, 3] {
-        peer.handle(Input::Message { from, msg: Message::Notification { round: 1, vote, state: PeerState::Looking } });
+        peer.handle(Input::Message {
+            from,
+            msg: Message::Notification { round: 1, vote, state: PeerState::Looking, configuration: None },
+        });
     }
     peer.handle(Input::Message { from: 3, msg: Message::LeaderInfo { epoch: 2 } });
     peer.handle(Input::Persisted { seq: 1 });
@@ -561,7 +576,10 @@ fn snap_sync_installs_snapshot_and_entries_together() {
     let proposal = Message::Proposal { epoch: 2, prev: Zxid::new(1, 2), entries: vec![next.clone()] };
     peer.handle(Input::Message { from: 3, msg: proposal });
     assert!(peer.take_actions().is_empty());
-    peer.handle(Input::Message { from: 3, msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 3) } });
+    peer.handle(Input::Message {
+        from: 3,
+        msg: Message::NewLeader { epoch: 2, zxid: Zxid::new(1, 3), configuration: None },
+    });
     let actions = peer.take_actions();
     let ops: Vec<&StorageOp> = actions
         .iter()
@@ -744,7 +762,7 @@ fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
         let vote = Vote::new(1, Zxid::ZERO, 1);
         peer.handle(Input::Message {
             from: 1,
-            msg: Message::Notification { round: 1, vote, state: PeerState::Looking },
+            msg: Message::Notification { round: 1, vote, state: PeerState::Looking, configuration: None },
         });
         for _ in 0..3 {
             peer.handle(Input::Tick);
@@ -758,12 +776,12 @@ fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
     let mut peer = following_1();
     peer.handle(Input::Message {
         from: 1,
-        msg: Message::Notification { round: 0, vote: for_2, state: PeerState::Following },
+        msg: Message::Notification { round: 0, vote: for_2, state: PeerState::Following, configuration: None },
     });
     assert_eq!(peer.status().role, Role::Following, "an older round's word is stale");
     peer.handle(Input::Message {
         from: 1,
-        msg: Message::Notification { round: 1, vote: for_2, state: PeerState::Following },
+        msg: Message::Notification { round: 1, vote: for_2, state: PeerState::Following, configuration: None },
     });
     assert_eq!(peer.status().role, Role::Looking);
 }

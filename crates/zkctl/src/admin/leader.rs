@@ -48,7 +48,7 @@ pub(super) async fn leader_command(
 }
 
 /// The admin address of the member that leads, as `server` knows it.
-async fn leader_admin_addr(server: &str, dialer: &Dialer) -> Result<String, ClientError> {
+pub(super) async fn leader_admin_addr(server: &str, dialer: &Dialer) -> Result<String, ClientError> {
     let s = dialer.status(server).await?;
     if s.role == "leader" {
         return Ok(server.to_string());

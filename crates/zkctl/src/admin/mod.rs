@@ -6,6 +6,7 @@
 
 mod leader;
 mod log;
+mod member;
 mod show;
 mod snapshot;
 
@@ -80,6 +81,9 @@ pub enum AdminCommand {
     /// Hand leadership to another member.
     #[command(subcommand)]
     Leader(leader::LeaderCommand),
+    /// The ensemble's membership: list it, add, remove or promote members.
+    #[command(subcommand)]
+    Member(member::MemberCommand),
 }
 
 pub(crate) fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
@@ -258,6 +262,7 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
         }
         AdminCommand::Sessions { all } => sessions(server, dialer, all, out).await?,
         AdminCommand::Leader(command) => return leader::leader_command(server, dialer, command, out).await,
+        AdminCommand::Member(command) => return member::member_command(server, dialer, command, out).await,
         AdminCommand::Watches { by_path } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.list_watches(pb::ListWatchesRequest {}).await;

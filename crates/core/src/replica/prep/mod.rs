@@ -8,6 +8,7 @@
 //! is apart from the queue and the session bookkeeping here.
 
 pub mod check;
+pub mod reconfig;
 
 use super::forward::{self, NewSession, ToFollower, ToLeader, Write};
 use crate::error::ErrorCode;
@@ -76,6 +77,8 @@ pub struct Env<'a> {
     /// This member's disk is short of space: writes that grow the state
     /// are refused (ThrottledOp) rather than risk failing the log's fsync.
     pub disk_low: bool,
+    /// ZooKeeper's `reconfig` is served (`reconfig_enabled`).
+    pub reconfig_enabled: bool,
 }
 
 /// The leader's session tracker, session owners and queue of requests.
@@ -261,7 +264,7 @@ impl Prep {
     /// Prepares and proposes queued work while Zab has room. A sync whose
     /// turn comes waits for [`Prep::confirmed`].
     pub fn run(&mut self, env: Env<'_>, tick_ms: u64, now_tick: u64) {
-        let Env { zab, tree, now_ms, limits, disk_low } = env;
+        let Env { zab, tree, now_ms, limits, disk_low, reconfig_enabled } = env;
         while !self.work.is_empty() {
             let Ok(zxid) = zab.next_zxid() else { break };
             let Some(work) = self.work.pop_front() else { break };
@@ -271,6 +274,8 @@ impl Prep {
                         TxnBody::Error(ErrorCode::SessionExpired)
                     } else if disk_low && op.grows_state() {
                         TxnBody::Error(ErrorCode::ThrottledOp)
+                    } else if let crate::op::Op::Reconfig { .. } = op {
+                        reconfig::prepare(zab, tree, &identities, &op, reconfig_enabled)
                     } else {
                         let ctx = Context { session, identities: &identities, zxid, time_ms: now_ms, limits };
                         match self.pending_changes.prepare(tree, &ctx, &op) {

@@ -222,6 +222,24 @@ fn multi_read_drops_watch_flags() {
 }
 
 #[test]
+fn reconfig_request() {
+    // joining "server.4=h:1:2", leaving "3", no new member list, curConfigId -1.
+    let decoded = request(
+        "0000000b 00000010 | 0000000e 7365727665722e343d683a313a32 | 00000001 33 | ffffffff | ffffffffffffffff",
+    );
+    let Decoded::Request(Request { op, .. }) = decoded else { panic!("{decoded:?}") };
+    assert_eq!(
+        op,
+        Op::Reconfig {
+            joining: "server.4=h:1:2".into(),
+            leaving: "3".into(),
+            new_members: String::new(),
+            expected_version: -1
+        }
+    );
+}
+
+#[test]
 fn opcodes_we_do_not_serve() {
     let unsupported = |payload: &str| match request(payload) {
         Decoded::Unsupported { xid, opcode, code } => (xid, opcode, code),
@@ -229,8 +247,6 @@ fn opcodes_we_do_not_serve() {
     };
     // Standalone check: ZooKeeper 3.9 answers UNIMPLEMENTED.
     assert_eq!(unsupported("0000000a 0000000d 00000002 2f61 ffffffff"), (10, 13, ErrorCode::Unimplemented));
-    // reconfig: RECONFIGDISABLED, as a default ZooKeeper.
-    assert_eq!(unsupported("0000000b 00000010"), (11, 16, ErrorCode::ReconfigDisabled));
     // sasl, deleteContainer and unknown numbers: UNIMPLEMENTED.
     assert_eq!(unsupported("0000000c 00000066 00000000"), (12, 102, ErrorCode::Unimplemented));
     assert_eq!(unsupported("0000000d 00000014"), (13, 20, ErrorCode::Unimplemented));

@@ -22,7 +22,8 @@ impl Cluster {
     fn reconfigure(&mut self, voters: &[ServerId]) -> Result<Zxid, ProposeError> {
         let leader = self.leader().expect("a serving leader");
         let next = Membership::of_ids(voters, &[]);
-        let txn = Txn { session: SessionId(1), cxid: 0, time_ms: 0, body: TxnBody::Reconfig { next } };
+        let change = self.nodes[&leader].peer.configuration().enter(next);
+        let txn = Txn { session: SessionId(1), cxid: 0, time_ms: 0, body: TxnBody::Reconfig(change) };
         let zxid = self.nodes.get_mut(&leader).unwrap().peer.propose(txn);
         self.drain(leader);
         zxid
@@ -95,9 +96,10 @@ fn while_joint_a_commit_needs_a_majority_of_the_new_voters_too() {
             "a majority of {{1, 2, 3}} alone commits nothing"
         );
     }
-    // One new member back makes a majority of both.
+    // One new member back makes a majority of both (after the leader, short
+    // of one, gave up and the restarted member's first try timed out).
     c.restart(4);
-    c.settle(10);
+    c.settle(30);
     let leader = c.leader().expect("a leader of the joint configuration");
     let applied = &c.nodes[&leader].applied;
     assert!(applied.contains(&enter) && applied.contains(&write), "both commit once {{leader, 4}} holds them");
@@ -157,4 +159,18 @@ fn a_follower_synced_by_snap_takes_the_configuration_with_it() {
     c.settle(10);
     assert_eq!(c.voters_of(4), vec![1, 2, 3, 4], "the snapshot carried the configuration");
     assert!(c.nodes[&4].peer.status().serving);
+}
+
+#[test]
+fn a_member_started_with_another_configuration_file_takes_the_leaders() {
+    // Member 4's file lists it among four voters; the ensemble's has three.
+    let mut c = Cluster::new(3);
+    c.settle(5);
+    let peer = Peer::new(config(4, 4), Durable::default());
+    c.nodes.insert(4, Node { peer, up: true, applied: vec![], durable: Durable::default(), confirmed: 0 });
+    c.drain(4);
+    c.settle(10);
+    assert!(c.nodes[&4].peer.status().serving, "it follows the ensemble's leader");
+    assert_eq!(c.voters_of(4), vec![1, 2, 3], "and holds the leader's configuration, not its file's");
+    assert_eq!(c.voters_of(c.leader().unwrap()), vec![1, 2, 3]);
 }

@@ -1,0 +1,111 @@
+//! A reconfiguration asked of the leader by an operator (the admin API):
+//! the change checked against the configuration in force and proposed as
+//! the first step of joint consensus (see [`crate::members`]).
+
+use super::Replica;
+use crate::ids::{ServerId, SessionId, Zxid};
+use crate::members::{Member, Membership, MembershipError};
+use crate::txn::{Txn, TxnBody};
+use crate::zab::{ProposeError, Role};
+
+/// A change to the membership, incremental as ZooKeeper's `reconfig -add/-remove`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberChange {
+    /// Members to add, or to change (same id: a new address or role).
+    pub joining: Vec<Member>,
+    /// Members to remove.
+    pub leaving: Vec<ServerId>,
+    /// Observers to make voters.
+    pub promoted: Vec<ServerId>,
+    /// The configuration version it is based on (ZooKeeper's curConfigId);
+    /// None: whatever is current.
+    pub expected_version: Option<Zxid>,
+}
+
+impl MemberChange {
+    /// Whether it asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.joining.is_empty() && self.leaving.is_empty() && self.promoted.is_empty()
+    }
+}
+
+/// Why a reconfiguration was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReconfigError {
+    /// Only the established leader reconfigures.
+    #[error("member {me} does not lead (leader: {leader:?}); ask the leader")]
+    NotLeader {
+        /// This member.
+        me: ServerId,
+        /// Who leads, if known.
+        leader: Option<ServerId>,
+    },
+    /// The change names nothing to do.
+    #[error("the change adds, removes and promotes nothing")]
+    Empty,
+    /// The members it would leave are not a configuration.
+    #[error("{0}")]
+    Invalid(#[from] MembershipError),
+    /// It was based on another configuration version.
+    #[error("the configuration is at version {current:x}, not {expected:x}")]
+    BadVersion {
+        /// The version asked for.
+        expected: u64,
+        /// The current one.
+        current: u64,
+    },
+    /// Another reconfiguration is under way.
+    #[error("another reconfiguration is in progress")]
+    InProgress,
+    /// A majority of the new voters is not connected and caught up.
+    #[error("a majority of the new voters is not connected to the leader and caught up")]
+    NoQuorum,
+    /// The leader cannot propose now (handing over, or too busy).
+    #[error("the leader cannot propose now: {0}")]
+    Refused(ProposeError),
+}
+
+impl From<ProposeError> for ReconfigError {
+    fn from(e: ProposeError) -> ReconfigError {
+        match e {
+            ProposeError::ReconfigInProgress => ReconfigError::InProgress,
+            ProposeError::NewConfigNoQuorum => ReconfigError::NoQuorum,
+            other => ReconfigError::Refused(other),
+        }
+    }
+}
+
+impl Replica {
+    /// Changes the membership (the established leader only): checked
+    /// against the configuration in force and proposed; answered with the
+    /// zxid of the joint configuration's entry. The change is complete once
+    /// the tree's configuration is at that version and no longer joint.
+    pub fn reconfigure(&mut self, change: &MemberChange) -> Result<Zxid, ReconfigError> {
+        let status = self.status();
+        if status.role != Role::Leading || !status.serving {
+            return Err(ReconfigError::NotLeader { me: self.me(), leader: status.leader });
+        }
+        if change.is_empty() {
+            return Err(ReconfigError::Empty);
+        }
+        let conf = self.zab.configuration();
+        if conf.is_joint() {
+            return Err(ReconfigError::InProgress);
+        }
+        if let Some(expected) = change.expected_version.filter(|v| *v != conf.version) {
+            return Err(ReconfigError::BadVersion { expected: expected.0, current: conf.version.0 });
+        }
+        let next = conf.current().changed(&change.joining, &change.leaving, &change.promoted)?;
+        self.propose_membership(next)
+    }
+
+    /// Proposes the joint configuration toward `next` (an established leader only).
+    pub fn propose_membership(&mut self, next: Membership) -> Result<Zxid, ReconfigError> {
+        let time_ms = self.clock.now_ms;
+        let body = TxnBody::Reconfig(self.zab.configuration().enter(next));
+        let txn = Txn { session: SessionId::NONE, cxid: 0, time_ms, body };
+        let zxid = self.zab.propose(txn)?;
+        self.drain_zab();
+        Ok(zxid)
+    }
+}
