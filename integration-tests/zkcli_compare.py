@@ -10,6 +10,12 @@ PERSISTENT_RECURSIVE, getEphemerals and whoami, with their error messages.
 Watch events arrive on zkCli's event thread, so they are compared as a list
 apart from the command output.
 
+Then zkCli's `config` and `reconfig -remove/-add/-members` against an
+ensemble with reconfig_enabled (ZooKeeper standalone has no reconfig to
+compare with): refused without the super user, a member removed and added
+back with its line as `config` printed it, a member list without a reachable
+quorum refused.
+
 Usage: zkcli_compare.py [--binary target/debug/zabkeeper] [--require-zookeeper]
 Without Debian's zookeeper package the check prints why it is skipped and
 exits 0, unless --require-zookeeper is given.
@@ -130,6 +136,50 @@ def sort_listings(lines):
     return out
 
 
+SUPER_PASSWORD = "zkcli-secret"
+
+
+def reconfig_session(binary):
+    """zkCli.sh's config and reconfig against a 3-member ensemble that
+    serves reconfig; returns the number of failures."""
+    import base64
+    import hashlib
+    digest = base64.b64encode(hashlib.sha1(f"super:{SUPER_PASSWORD}".encode()).digest()).decode()
+    ours = zk.Ensemble(binary, size=3, extra=f'reconfig_enabled = true\nsuper_digest = "super:{digest}"')
+    failures = []
+    try:
+        ours.start()
+        server = f"127.0.0.1:{ours.client_port(1)}"
+
+        def run(script):
+            proc = subprocess.run([ZKCLI, "-server", server], input=script.encode(), capture_output=True, timeout=120)
+            return proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+
+        out = run("config\nreconfig -remove 3\nquit\n")
+        line3 = next((l.strip() for l in out.splitlines() if l.startswith("server.3=")), None)
+        if line3 is None:
+            failures.append(f"`config` does not list member 3:\n{out}")
+        if "Insufficient permission" not in out and "NoAuth" not in out:
+            failures.append(f"reconfig without the super user was not refused:\n{out}")
+        out = run(f"addauth digest super:{SUPER_PASSWORD}\nreconfig -remove 3\nconfig\nquit\n")
+        after = [l for l in out.splitlines() if l.startswith("server.")]
+        if "Committed new configuration" not in out or any(l.startswith("server.3=") for l in after):
+            failures.append(f"`reconfig -remove 3` did not remove member 3:\n{out}")
+        out = run(f"addauth digest super:{SUPER_PASSWORD}\nreconfig -add {line3}\nconfig\nquit\n")
+        if "Committed new configuration" not in out or line3 not in out:
+            failures.append(f"`reconfig -add` with the line `config` printed did not add member 3:\n{out}")
+        members = "server.1=127.0.0.1:1:1:participant;1,server.8=127.0.0.1:2:2:participant;2"
+        out = run(f"addauth digest super:{SUPER_PASSWORD}\nreconfig -members {members}\nquit\n")
+        if "NewConfigNoQuorum" not in out and "No quorum of new config" not in out:
+            failures.append(f"`reconfig -members` toward members that do not run was not refused:\n{out}")
+    finally:
+        failures += [f"zabkeeper panicked: {line}" for line in ours.stop()]
+    for f in failures:
+        print(f"reconfig: {f}")
+    print(f"zkCli.sh reconfig: {len(failures)} failures")
+    return len(failures)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default=zk.default_binary())
@@ -169,6 +219,7 @@ def main():
         failures += 1
     print(f"zkCli.sh: {len(theirs_lines)} output lines and {len(theirs_events)} watch events from ZooKeeper, "
           f"{len(our_lines)} and {len(our_events)} from zabkeeper; {failures} differences")
+    failures += reconfig_session(args.binary)
     if failures:
         zk.fail("zkCli.sh behaves differently on zabkeeper")
     return 0

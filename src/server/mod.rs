@@ -468,6 +468,16 @@ impl Owner {
             return;
         }
         self.addresses_from = Some(key);
+        let id = self.config.id;
+        if !conf.is_member(id) {
+            tracing::warn!(
+                version = %conf.version,
+                "this member is in no configuration of the ensemble (removed, or not yet added): \
+                 it follows without a vote and serves its clients until it is stopped or added"
+            );
+        } else if !conf.is_voter(id) && self.config.me().role == crate::config::MemberRole::Participant {
+            tracing::info!(version = %conf.version, "this member observes in the ensemble's configuration");
+        }
         let members = conf.active.members().iter().chain(conf.next.iter().flat_map(|m| m.members()));
         let addrs: Vec<(ServerId, crate::config::HostPort)> =
             members.filter_map(|m| Some((m.id, crate::config::HostPort::parse(&m.peer_host_port()?).ok()?))).collect();
