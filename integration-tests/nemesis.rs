@@ -2,7 +2,8 @@
 //! sessions on every member compare-and-set, blind-write, read and
 //! sync-then-read a few znodes through the ZooKeeper protocol (the
 //! `zookeeper-client` crate) while a nemesis kill -9s, SIGSTOPs and restarts
-//! leaders and followers, never more than one member at once; then every
+//! leaders and followers, or removes one from the configuration and adds it
+//! back (`zkctl admin member`), never more than one member at once; then every
 //! member is killed together and restarted. Every operation is recorded, and
 //! [`history::check`] verifies the record against ZooKeeper's guarantees
 //! (see the checker's own tests for what each check catches).
@@ -127,7 +128,25 @@ fn signal(ensemble: &mut Ensemble, id: u64, signal: &str) {
     }
 }
 
-/// Kills and stops members, one at a time, until `until`; returns what it did.
+/// `zkctl admin member ARGS` through member `via` (it finds the leader),
+/// retried while a change is under way or the leader moves (bounded).
+fn reconfigure(ensemble: &Ensemble, via: u64, args: &[&str]) {
+    let mut all = vec!["admin", "member"];
+    all.extend_from_slice(args);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = ensemble.zkctl(via, &all);
+        if out.status.success() {
+            return;
+        }
+        let why = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(Instant::now() < deadline, "zkctl admin member {args:?} kept failing: {why}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Kills and stops members, and changes the membership, one at a time,
+/// until `until`; returns what it did.
 fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant, started: Instant) -> Vec<String> {
     let mut rng = StdRng::seed_from_u64(0x6e6d_e515);
     let mut timeline = Vec::new();
@@ -147,7 +166,17 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
         let role = if victim == leader { "leader" } else { "follower" };
         let down_for = Duration::from_millis(rng.random_range(300..3000));
         let at = started.elapsed().as_secs_f64();
-        if rng.random_bool(0.5) {
+        if rng.random_bool(0.25) {
+            // A membership change under the load: the victim leaves the
+            // configuration (it keeps serving its clients without a vote)
+            // and comes back with its line.
+            timeline.push(format!("{at:7.2}s remove {role} {victim} from the configuration for {down_for:?}"));
+            reconfigure(ensemble, leader, &["remove", &victim.to_string()]);
+            std::thread::sleep(down_for);
+            timeline.push(format!("{:7.2}s add member {victim} back", started.elapsed().as_secs_f64()));
+            let line = ensemble.server_line(victim, "participant");
+            reconfigure(ensemble, leader, &["add", &line]);
+        } else if rng.random_bool(0.5) {
             timeline.push(format!("{at:7.2}s kill -9 {role} {victim}, restart after {down_for:?}"));
             ensemble.kill(victim);
             std::thread::sleep(down_for);
@@ -179,6 +208,7 @@ async fn final_state(ensemble: &Ensemble, id: u64) -> BTreeMap<String, (String, 
 fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
     let _serial = serial();
     let settings = Settings { snapshot_every: 300, ..Settings::default() };
+    // (Membership changes go through the admin API, which needs no reconfig_enabled.)
     let mut ensemble = Ensemble::start_with(settings);
     let rt = runtime();
     let hosts: Vec<String> = ensemble.ids().iter().map(|id| ensemble.zookeeper(&[*id])).collect();

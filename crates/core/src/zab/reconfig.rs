@@ -11,9 +11,11 @@ use crate::txn::{Txn, TxnBody};
 impl Peer {
     /// Leader: whether `next` may be proposed now. One reconfiguration at a
     /// time (a joint configuration, or a completion not yet committed, is
-    /// one under way), and a majority of the new voters must be synced and
-    /// hold everything committed, or the new configuration could not commit
-    /// anything (ZooKeeper's NewConfigNoQuorum).
+    /// one under way), and a majority of the new voters must be synced
+    /// followers (through NEWLEADER, so holding our history and taking every
+    /// proposal), or the new configuration could not commit anything
+    /// (ZooKeeper's NewConfigNoQuorum). Not "acknowledged everything
+    /// committed": under load a synced follower is always a few behind.
     pub(super) fn check_reconfig(&self, change: &Change) -> Result<(), ProposeError> {
         let conf = self.log.configuration();
         let Change::Enter { active, next } = change else { return Err(ProposeError::ReconfigInProgress) };
@@ -24,8 +26,8 @@ impl Peer {
         }
         let State::Leading(l) = &self.state else { return Err(ProposeError::NotLeader) };
         let id = self.config.id;
-        let caught_up = |f: ServerId| f == id || l.acked_if_synced(f).is_some_and(|acked| acked >= self.committed);
-        if !next.is_majority(caught_up) {
+        let synced = |f: ServerId| f == id || l.acked_if_synced(f).is_some();
+        if !next.is_majority(synced) {
             return Err(ProposeError::NewConfigNoQuorum);
         }
         Ok(())
