@@ -131,3 +131,37 @@ fn three_members_grow_to_five_and_shrink_back_under_writes() {
     let ids: Vec<&str> = list.lines().skip(2).filter_map(|l| l.split_whitespace().next()).collect();
     assert_eq!(ids, vec!["1", "2", "3"], "{list}");
 }
+
+#[test]
+fn a_member_started_with_join_follows_and_is_added() {
+    let _serial = serial();
+    let mut ensemble = Ensemble::configure(Settings { size: 4, ..Settings::default() });
+    let first = ensemble.config_of(&[1, 2, 3], "first-three.toml");
+    for id in 1..=3 {
+        ensemble.spawn_with_config(id, &first, &[]);
+    }
+    let rt = runtime();
+    rt.block_on(ensemble.wait_serving_async(&[1, 2, 3], Duration::from_secs(30)));
+    // Its file lists only itself: alone it would lead itself; --join makes it follow.
+    let alone = ensemble.config_of(&[4], "only-four.toml");
+    let via = ensemble.admin(2);
+    ensemble.spawn_with_config(4, &alone, &[("ZABKEEPER_JOIN", via.as_str())]);
+    rt.block_on(async {
+        ensemble.wait_serving_async(&[1, 2, 3, 4], Duration::from_secs(30)).await;
+        let s = ensemble.status(4).await.expect("member 4 answers");
+        assert_eq!(s.role, "follower", "a joiner follows, it does not lead itself");
+        assert_eq!(voters(&configuration(&ensemble, 4).await), vec![1, 2, 3]);
+    });
+    let line4 = ensemble.server_line(4, "participant");
+    member(&ensemble, 1, &["add", &line4]).unwrap_or_else(|e| panic!("add refused: {e}"));
+    rt.block_on(async {
+        assert_eq!(voters(&configuration(&ensemble, 4).await), vec![1, 2, 3, 4]);
+        let c = connect(&ensemble.grpc(&[4])).await;
+        c.create("/joined", b"4", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("a write through 4");
+        c.close().await.expect("close");
+        let c = connect(&ensemble.grpc(&[1])).await;
+        c.sync("/joined").await.expect("sync");
+        assert_eq!(c.get_data("/joined").await.expect("read").0, b"4");
+        c.close().await.expect("close");
+    });
+}

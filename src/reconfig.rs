@@ -1,11 +1,12 @@
 //! Changing the membership of a running ensemble, as an operator asks it
 //! (admin RPC `Reconfigure`, `zkctl admin member`): the leader proposes the
 //! joint configuration (see `members`), and the answer comes once the new
-//! members decide alone.
+//! members decide alone. And the other side of it: a member started with
+//! `--join` asks a running one for the membership it joins.
 
 use crate::handle::{Event, Handle, Query};
 use crate::ids::Zxid;
-use crate::members::Configuration;
+use crate::members::{Configuration, Member, Membership, Participation};
 use crate::replica::{self, reconfig::MemberChange};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -61,4 +62,32 @@ pub async fn configuration(handle: &Handle) -> Result<Configuration, ReconfigErr
     let (reply, answer) = oneshot::channel();
     handle.events.send(Event::Query(Query::Configuration(reply))).await.map_err(|_| ReconfigError::Stopped)?;
     answer.await.map_err(|_| ReconfigError::Stopped)
+}
+
+/// The ensemble's current membership, asked of the member whose admin API
+/// is at `admin_addr` (`--join`; with `token` when that API demands one).
+pub async fn fetch_membership(admin_addr: &str, token: Option<&str>) -> Result<Membership, String> {
+    use crate::proto::admin as pb;
+    let mut admin = pb::admin_client::AdminClient::connect(format!("http://{admin_addr}"))
+        .await
+        .map_err(|e| format!("cannot reach the admin API at {admin_addr}: {e}"))?;
+    let mut request = tonic::Request::new(pb::GetConfigurationRequest {});
+    if let Some(token) = token {
+        let value =
+            format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value".to_string())?;
+        request.metadata_mut().insert("authorization", value);
+    }
+    let reply = admin.get_configuration(request).await.map_err(|e| format!("{admin_addr}: {}", e.message()))?;
+    let members = reply
+        .into_inner()
+        .members
+        .into_iter()
+        .map(|m| Member {
+            id: m.id,
+            participation: if m.role == "observer" { Participation::Observer } else { Participation::Participant },
+            peer_address: m.peer_address,
+            client_address: m.client_address,
+        })
+        .collect();
+    Membership::new(members).map_err(|e| format!("{admin_addr} answered no configuration: {e}"))
 }

@@ -53,6 +53,12 @@ struct Args {
     /// Print the ensemble's connect strings (one line per protocol) and exit.
     #[arg(long)]
     print_connect_strings: bool,
+    /// Join a running ensemble: the admin address of any of its members,
+    /// asked for the membership at start. This member follows without a vote
+    /// until `zkctl admin member add` adds it (its line is logged); its file
+    /// need list only itself.
+    #[arg(long, env = "ZABKEEPER_JOIN", value_name = "ADMIN_ADDR")]
+    join: Option<String>,
     /// Log filter (tracing's EnvFilter syntax), e.g. `info` or `zabkeeper=debug`.
     /// Without it: RUST_LOG, then the config's `log_level`, then `info`.
     #[arg(long, env = "ZABKEEPER_LOG")]
@@ -66,7 +72,7 @@ struct Args {
 async fn main() -> ExitCode {
     let args = Args::parse();
     zabkeeper::metrics::set_heap_stats(jemalloc_heap);
-    let config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
+    let mut config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zabkeeper: {e}");
@@ -88,6 +94,22 @@ async fn main() -> ExitCode {
             println!("admin: {}", join(admin));
         }
         return ExitCode::SUCCESS;
+    }
+    if let Some(addr) = &args.join {
+        match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref()).await {
+            Ok(membership) => {
+                let me = config.me();
+                let port = me.peer_addr.to_string().rsplit(':').next().unwrap_or_default().to_string();
+                let client = me.client_addr.as_ref().map(ToString::to_string).unwrap_or_default();
+                let line = format!("server.{}={}:{port}:participant;{client}", me.id, me.peer_addr);
+                tracing::info!(via = %addr, members = %membership, "joining: add this member with `zkctl admin member add '{line}'`");
+                config.joined = Some(membership);
+            }
+            Err(e) => {
+                eprintln!("zabkeeper: --join {addr}: {e}");
+                return ExitCode::from(2);
+            }
+        }
     }
     let me = config.me().clone();
     if let Err(e) = std::fs::create_dir_all(&me.data_dir) {

@@ -253,6 +253,10 @@ pub struct ServerConfig {
     /// Serve ZooKeeper's `reconfig` (its reconfigEnabled; off by default:
     /// RECONFIGDISABLED). The admin API reconfigures either way.
     pub reconfig_enabled: bool,
+    /// The ensemble's membership as a running member told it (`--join`):
+    /// this member starts outside it, following without a vote until it is
+    /// added, instead of taking the file's members for the ensemble.
+    pub joined: Option<crate::members::Membership>,
     /// TLS, when configured (`[tls]`), with this member's paths.
     pub tls: Option<TlsConfig>,
 }
@@ -680,6 +684,7 @@ impl ServerConfig {
             limits,
             super_digest: file.super_digest,
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
+            joined: None,
             tls,
         })
     }
@@ -689,9 +694,10 @@ impl ServerConfig {
         self.members.iter().find(|m| m.id == self.id).expect("validated: the id is a member")
     }
 
-    /// Whether the ensemble has a single member.
+    /// Whether the ensemble has a single member (one joining an ensemble
+    /// is not alone, whatever its file lists).
     pub fn standalone(&self) -> bool {
-        self.members.len() == 1
+        self.members.len() == 1 && self.joined.is_none()
     }
 
     /// The voting members' ids.

@@ -15,7 +15,7 @@ const PREFIX: &str = "ZABKEEPER_";
 
 /// ...except these, which the binary reads itself (`--config`, `--id`,
 /// `--log`), or tests and tools set.
-const NOT_KEYS: [&str; 3] = ["CONFIG", "ID", "LOG"];
+const NOT_KEYS: [&str; 4] = ["CONFIG", "ID", "LOG", "JOIN"];
 
 /// Applies the overrides found in `env` to the parsed file; returns the
 /// variables applied, for error messages.

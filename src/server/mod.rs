@@ -69,6 +69,12 @@ pub enum ServerError {
 pub fn replica_config(config: &ServerConfig) -> replica::Config {
     let mut c = replica::Config::new(config.id, config.voters(), config.tick_ms);
     c.zab.observers = config.observers();
+    if let Some(joined) = &config.joined {
+        // The ensemble's members, not the file's: outside them, this member
+        // never counts itself a voter, so it cannot lead alone.
+        c.zab.voters = joined.voters().collect();
+        c.zab.observers = joined.observers().collect();
+    }
     c.zab.init_limit_ticks = config.init_limit_ticks;
     c.zab.sync_limit_ticks = config.sync_limit_ticks;
     c.min_session_timeout_ms = config.min_session_timeout_ms;
@@ -81,7 +87,9 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.snapshot_every = config.snapshot_every;
     c.snapshot_turns = true;
     c.zab.resident_log_entries = config.resident_log_entries;
-    if config.members.len() > 1 {
+    if let Some(joined) = &config.joined {
+        c.members = Some(joined.clone());
+    } else if config.members.len() > 1 {
         c.members = Membership::new(config.members.iter().map(member_line).collect()).ok();
     }
     c
@@ -139,7 +147,14 @@ pub fn start(
     }
     let (events_tx, events_rx) = mpsc::channel(INBOX);
 
-    let addrs = config.members.iter().map(|m| (m.id, m.peer_addr.clone())).collect();
+    let mut addrs: HashMap<ServerId, crate::config::HostPort> =
+        config.members.iter().map(|m| (m.id, m.peer_addr.clone())).collect();
+    // A member joining reaches the ensemble where the member it asked said.
+    for m in config.joined.iter().flat_map(|j| j.members()) {
+        if let Some(addr) = m.peer_host_port().and_then(|a| crate::config::HostPort::parse(&a).ok()) {
+            addrs.entry(m.id).or_insert(addr);
+        }
+    }
     let id = config.id;
     let config = Arc::new(config);
     let (applied_tx, applied_rx) = watch::channel(replica.tree().last_zxid());
