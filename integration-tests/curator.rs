@@ -4,13 +4,14 @@
 //! and `libzookeeper-java` (`make java-clients` installs them; without them
 //! the test says it is skipped and why). It runs CRUD, transactions,
 //! LeaderLatch, LeaderSelector, InterProcessMutex, InterProcessSemaphoreV2,
-//! DistributedDoubleBarrier, DistributedAtomicLong, SharedCount, CuratorCache
-//! and a protected ephemeral PersistentNode; when it prints `KILL_LEADER`
+//! DistributedDoubleBarrier, DistributedAtomicLong, SharedCount, CuratorCache,
+//! a protected ephemeral PersistentNode, and reconfig()/getConfig() as the
+//! super user (the ensemble serves reconfig); when it prints `KILL_LEADER`
 //! this test kill -9s the leader, restarts it, and answers `KILLED`.
 //!
 //! Every wait is bounded; the Java process and the members are stopped by PID.
 
-use crate::support::{runtime, serial, Ensemble};
+use crate::support::{runtime, serial, Ensemble, Settings};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -31,7 +32,7 @@ const JARS: [&str; 8] = [
     "slf4j-nop.jar",
 ];
 /// Checks the suite runs, in order.
-const CHECKS: [&str; 11] = [
+const CHECKS: [&str; 12] = [
     "crud",
     "transaction",
     "leader-latch",
@@ -43,6 +44,7 @@ const CHECKS: [&str; 11] = [
     "shared-count",
     "cache",
     "persistent-node",
+    "reconfig",
 ];
 
 /// The classpath of Debian's jars, or why it cannot be had.
@@ -84,7 +86,10 @@ fn curator_recipes_work_unchanged_across_a_leader_kill() {
     let _serial = serial();
     let classes = tempfile::tempdir().expect("temp dir");
     compile(&classpath, classes.path());
-    let mut ensemble = Ensemble::start(3);
+    // The suite's reconfig check authenticates as the super user.
+    let digest = zabkeeper::acl::digest_id("super:curator-secret").expect("a digest");
+    let extra = format!("reconfig_enabled = true\nsuper_digest = \"{digest}\"");
+    let mut ensemble = Ensemble::start_with(Settings { size: 3, extra, ..Settings::default() });
     let rt = runtime();
     let mut java = Command::new("java")
         .arg("-cp")

@@ -61,7 +61,7 @@ public class CuratorSuite {
         String[][] checks = {
             {"crud"}, {"transaction"}, {"leader-latch"}, {"leader-selector"}, {"mutex"},
             {"semaphore"}, {"double-barrier"}, {"atomic-long"}, {"shared-count"}, {"cache"},
-            {"persistent-node"},
+            {"persistent-node"}, {"reconfig"},
         };
         int code = 0;
         for (String[] c : checks) {
@@ -100,8 +100,44 @@ public class CuratorSuite {
             case "shared-count": sharedCount(); break;
             case "cache": cache(); break;
             case "persistent-node": persistentNode(); break;
+            case "reconfig": reconfig(); break;
             default: throw new IllegalArgumentException(name);
         }
+    }
+
+    /** The super user's password the driver configured (super_digest). */
+    static final String SUPER_PASSWORD = "curator-secret";
+
+    /**
+     * Curator's reconfig() and getConfig(): member 3 removed from a stale
+     * version refused (BadVersion), removed, then added back with the line
+     * getConfig() read.
+     */
+    private static void reconfig() throws Exception {
+        CuratorFramework c = CuratorFrameworkFactory.builder()
+            .connectString(connect)
+            .sessionTimeoutMs(20000)
+            .connectionTimeoutMs(10000)
+            .retryPolicy(new ExponentialBackoffRetry(100, 12, 2000))
+            .authorization("digest", ("super:" + SUPER_PASSWORD).getBytes(StandardCharsets.UTF_8))
+            .build();
+        c.start();
+        check(c.blockUntilConnected(20, TimeUnit.SECONDS), "connected within 20 s");
+        clients.add(c);
+        String config = new String(c.getConfig().forEnsemble(), StandardCharsets.UTF_8);
+        String line3 = Arrays.stream(config.split("\n")).filter(l -> l.startsWith("server.3=")).findFirst().orElse(null);
+        check(line3 != null, "getConfig lists member 3: " + config);
+        long version = Long.parseLong(config.substring(config.lastIndexOf("version=") + 8).trim(), 16);
+        try {
+            c.reconfig().leaving("3").fromConfig(version + 1).forEnsemble();
+            check(false, "a reconfig from a stale version was accepted");
+        } catch (org.apache.zookeeper.KeeperException.BadVersionException expected) {
+            // as ZooKeeper answers it
+        }
+        String removed = new String(c.reconfig().leaving("3").fromConfig(version).forEnsemble(), StandardCharsets.UTF_8);
+        check(!removed.contains("server.3="), "member 3 removed: " + removed);
+        String back = new String(c.reconfig().joining(line3).forEnsemble(), StandardCharsets.UTF_8);
+        check(back.contains(line3), "member 3 added back: " + back);
     }
 
     /** A started client whose session outlives a leader's failover. */

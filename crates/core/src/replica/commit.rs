@@ -3,7 +3,8 @@
 
 use super::{ClientMessage, ConnId, Replica};
 use crate::error::{ErrorCode, ZkError};
-use crate::ids::Zxid;
+use crate::ids::{SessionId, Zxid};
+use crate::members::Change;
 use crate::op::{MultiItem, Op, OpResult, Reply};
 use crate::tree::{snapshot, TxnResult};
 use crate::txn::{Entry, TxnBody};
@@ -57,9 +58,22 @@ impl Replica {
             self.on_session_created(txn.session, txn.cxid, password, *timeout_ms);
             return;
         }
-        let Some(conn) = self.conns.of_session(txn.session) else { return };
+        let (session, cxid) = match &txn.body {
+            TxnBody::Reconfig(Change::Enter { .. }) => {
+                if txn.session != SessionId::NONE {
+                    self.reconfig_waiting = Some((txn.session, txn.cxid));
+                }
+                return;
+            }
+            TxnBody::Reconfig(Change::Complete { .. }) => match self.reconfig_waiting.take() {
+                Some(waiting) => waiting,
+                None => return,
+            },
+            _ => (txn.session, txn.cxid),
+        };
+        let Some(conn) = self.conns.of_session(session) else { return };
         let Some(c) = self.conns.get_mut(conn) else { return };
-        if c.queue.complete(txn.cxid, |op| shape_reply(op, applied.result)) {
+        if c.queue.complete(cxid, |op| shape_reply(op, applied.result)) {
             touched.insert(conn);
         } else if matches!(txn.body, TxnBody::CloseSession { .. }) {
             // Expired by the leader: the client learns on its next connect.
@@ -74,6 +88,7 @@ impl Replica {
                 tracing::info!(id = self.me(), zxid = %zxid, nodes = state.node_count(), "installed leader snapshot");
                 self.tree.replace_state(state);
                 self.snapshots.installed(zxid);
+                self.answer_reconfig_in_snapshot();
                 if self.config.record_applied {
                     self.applied_log.push(super::AppliedRecord::Snapshot(zxid));
                 }
@@ -86,6 +101,27 @@ impl Replica {
                 let reason = format!("leader snapshot unreadable: {e}");
                 self.zab.restart_election(&reason);
             }
+        }
+    }
+}
+
+impl Replica {
+    /// A snapshot that holds the completion of a client's reconfig (a SNAP
+    /// sync past it) answers it, as applying the completion would have.
+    fn answer_reconfig_in_snapshot(&mut self) {
+        let Some((session, cxid)) = self.reconfig_waiting else { return };
+        if self.tree.state().configuration().is_none_or(|c| c.is_joint()) {
+            return;
+        }
+        self.reconfig_waiting = None;
+        let result = match self.tree.state().node(crate::tree::CONFIG_PATH) {
+            Some(node) => TxnResult::Reconfigured { data: node.data_value(), stat: node.stat() },
+            None => TxnResult::Error(ErrorCode::NoNode),
+        };
+        let Some(conn) = self.conns.of_session(session) else { return };
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        if c.queue.complete(cxid, |op| shape_reply(op, result)) {
+            self.advance(conn);
         }
     }
 }

@@ -210,6 +210,11 @@ pub struct Replica {
     /// What was applied since the simulation last asked (checked against
     /// its oracle), when `config.record_applied`.
     applied_log: Vec<AppliedRecord>,
+    /// A client's `reconfig` (session, xid) whose joint configuration is
+    /// applied: answered once the change completes, as ZooKeeper answers
+    /// once its one transaction commits, so the client's next reconfig is
+    /// not refused as one in progress.
+    reconfig_waiting: Option<(SessionId, i32)>,
 }
 
 /// A change to the tree, as the simulation's oracle sees it.
@@ -272,6 +277,7 @@ impl Replica {
             counters: Counters::default(),
             outputs: Vec::new(),
             applied_log: Vec::new(),
+            reconfig_waiting: None,
         };
         replica.drain_zab();
         replica
