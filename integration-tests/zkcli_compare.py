@@ -98,7 +98,11 @@ def session_output(server):
             if not line or line.startswith("SLF4J:") or line.startswith("Connecting to ") or line == "WATCHER::":
                 continue
             if line.startswith("WatchedEvent "):
-                events.append(line)
+                # zkCli's own close on `quit` (no server sent it): whether its
+                # event thread prints it before the JVM exits is a race a
+                # loaded machine lost once in CI, against either server.
+                if "state:Closed" not in line:
+                    events.append(line)
                 continue
             for pattern, repl in MASKS:
                 line = pattern.sub(repl, line)
