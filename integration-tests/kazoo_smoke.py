@@ -298,6 +298,20 @@ def super_digest():
     return f'super_digest = "super:{digest}"'
 
 
+def reconfig_retrying(client, **kwargs):
+    """client.reconfig, retried on ConnectionLoss (bounded): a session's
+    connection can drop while the membership changes (not yet understood,
+    see the stop note); re-adding a member that is back is accepted."""
+    from kazoo.exceptions import ConnectionLoss
+    for attempt in range(5):
+        try:
+            return client.reconfig(**kwargs)
+        except ConnectionLoss:
+            if attempt == 4:
+                raise
+            time.sleep(0.5)
+
+
 def reconfiguration(hosts):
     plain = client(hosts)
     try:
@@ -335,7 +349,7 @@ def reconfiguration(hosts):
         check("server.3=" not in data.decode(), f"member 3 removed: {data!r}")
         wait_for(fired.is_set, 10, "the watch on /zookeeper/config fires")
         # The line read from /zookeeper/config is handed back unchanged.
-        data, _ = admin.reconfig(joining=line3, leaving=None, new_members=None)
+        data, _ = reconfig_retrying(admin, joining=line3, leaving=None, new_members=None)
         check(line3 in data.decode(), f"member 3 added back: {data!r}")
         now, _ = admin.get("/zookeeper/config")
         check(now == data, "the reply is /zookeeper/config")
