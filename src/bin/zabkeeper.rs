@@ -98,10 +98,7 @@ async fn main() -> ExitCode {
     if let Some(addr) = &args.join {
         match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref()).await {
             Ok(membership) => {
-                let me = config.me();
-                let port = me.peer_addr.to_string().rsplit(':').next().unwrap_or_default().to_string();
-                let client = me.client_addr.as_ref().map(ToString::to_string).unwrap_or_default();
-                let line = format!("server.{}={}:{port}:participant;{client}", me.id, me.peer_addr);
+                let line = zabkeeper::server::member_line(config.me());
                 tracing::info!(via = %addr, members = %membership, "joining: add this member with `zkctl admin member add '{line}'`");
                 config.joined = Some(membership);
             }

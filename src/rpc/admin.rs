@@ -441,6 +441,7 @@ impl pb::admin_server::Admin for AdminService {
             joining,
             leaving: r.remove,
             promoted: r.promote,
+            members: None,
             expected_version: r.expected_version.map(Zxid),
         };
         let wait = Duration::from_millis(if r.wait_ms == 0 { 10_000 } else { u64::from(r.wait_ms) });

@@ -97,7 +97,7 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
 
 /// A member as `/zookeeper/config` shows it, in ZooKeeper's form
 /// (`host:quorumPort:electionPort`: both are our one peer port).
-fn member_line(m: &crate::config::Member) -> Member {
+pub fn member_line(m: &crate::config::Member) -> Member {
     let peer = m.peer_addr.to_string();
     let port = peer.rsplit(':').next().unwrap_or_default().to_string();
     let participation = match m.role {
@@ -493,9 +493,10 @@ impl Owner {
         } else if !conf.is_voter(id) && self.config.me().role == crate::config::MemberRole::Participant {
             tracing::info!(version = %conf.version, "this member observes in the ensemble's configuration");
         }
-        let members = conf.active.members().iter().chain(conf.next.iter().flat_map(|m| m.members()));
-        let addrs: Vec<(ServerId, crate::config::HostPort)> =
-            members.filter_map(|m| Some((m.id, crate::config::HostPort::parse(&m.peer_host_port()?).ok()?))).collect();
+        let addrs: Vec<(ServerId, crate::config::HostPort)> = conf
+            .members()
+            .filter_map(|m| Some((m.id, crate::config::HostPort::parse(&m.peer_host_port()?).ok()?)))
+            .collect();
         self.transport.learn(addrs);
     }
 

@@ -269,23 +269,29 @@ impl Configuration {
         self.next.is_some()
     }
 
-    fn both(&self) -> impl Iterator<Item = &Membership> {
+    /// The memberships in force: the active one, and the next while joint.
+    pub fn memberships(&self) -> impl Iterator<Item = &Membership> {
         std::iter::once(&self.active).chain(self.next.as_ref())
+    }
+
+    /// Every member of either membership (one in both comes twice).
+    pub fn members(&self) -> impl Iterator<Item = &Member> {
+        self.memberships().flat_map(Membership::members)
     }
 
     /// Whether `id` votes in either membership.
     pub fn is_voter(&self, id: ServerId) -> bool {
-        self.both().any(|m| m.is_voter(id))
+        self.memberships().any(|m| m.is_voter(id))
     }
 
     /// Whether `id` is a member of either, voting or not.
     pub fn is_member(&self, id: ServerId) -> bool {
-        self.both().any(|m| m.get(id).is_some())
+        self.memberships().any(|m| m.get(id).is_some())
     }
 
     /// Every voter of either membership, ascending, once each.
     pub fn voters(&self) -> Vec<ServerId> {
-        let mut ids: Vec<ServerId> = self.both().flat_map(|m| m.voters()).collect();
+        let mut ids: Vec<ServerId> = self.memberships().flat_map(|m| m.voters()).collect();
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -294,20 +300,20 @@ impl Configuration {
     /// Whether the ids `has` holds are a quorum: a majority of every
     /// membership in force.
     pub fn is_quorum(&self, has: impl Fn(ServerId) -> bool) -> bool {
-        self.both().all(|m| m.is_majority(&has))
+        self.memberships().all(|m| m.is_majority(&has))
     }
 
     /// Whether the ids `has` holds are a majority of either membership in
     /// force: enough to follow a leader on, never to lead (following cannot
     /// commit anything; the leader counts its own quorums).
     pub fn is_quorum_of_either(&self, has: impl Fn(ServerId) -> bool) -> bool {
-        self.both().any(|m| m.is_majority(&has))
+        self.memberships().any(|m| m.is_majority(&has))
     }
 
     /// The highest value a quorum has reached (the lowest of each
     /// membership's majority point).
     pub fn quorum_point<T: Ord + Copy>(&self, value: impl Fn(ServerId) -> Option<T>) -> Option<T> {
-        self.both().map(|m| m.majority_point(&value)).min().flatten()
+        self.memberships().map(|m| m.majority_point(&value)).min().flatten()
     }
 
     /// The first step of a reconfiguration from this configuration (not

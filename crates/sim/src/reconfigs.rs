@@ -35,7 +35,7 @@ impl Simulation {
     pub(super) fn may_lose_a_voter(&self) -> bool {
         let up = |id: ServerId| self.nodes.get(&id).is_some_and(|n| n.replica.is_some());
         self.configurations_in_force().all(|c| {
-            std::iter::once(&c.active).chain(c.next.as_ref()).all(|m| {
+            c.memberships().all(|m| {
                 let voters: Vec<ServerId> = m.voters().collect();
                 let down = voters.iter().filter(|id| !up(**id)).count();
                 down < voters.len().saturating_sub(1) / 2

@@ -4,7 +4,7 @@
 
 use super::Replica;
 use crate::ids::{ServerId, SessionId, Zxid};
-use crate::members::{Member, Membership, MembershipError};
+use crate::members::{Change, Configuration, Member, Membership, MembershipError};
 use crate::txn::{Txn, TxnBody};
 use crate::zab::{ProposeError, Role};
 
@@ -17,6 +17,9 @@ pub struct MemberChange {
     pub leaving: Vec<ServerId>,
     /// Observers to make voters.
     pub promoted: Vec<ServerId>,
+    /// The whole new membership instead (ZooKeeper's non-incremental
+    /// `newMembers`); the three lists above are then empty.
+    pub members: Option<Vec<Member>>,
     /// The configuration version it is based on (ZooKeeper's curConfigId);
     /// None: whatever is current.
     pub expected_version: Option<Zxid>,
@@ -25,7 +28,27 @@ pub struct MemberChange {
 impl MemberChange {
     /// Whether it asks for nothing.
     pub fn is_empty(&self) -> bool {
-        self.joining.is_empty() && self.leaving.is_empty() && self.promoted.is_empty()
+        self.joining.is_empty() && self.leaving.is_empty() && self.promoted.is_empty() && self.members.is_none()
+    }
+
+    /// The first step of this change from `conf`, the configuration in
+    /// force: the checks both the admin API and ZooKeeper's `reconfig` make
+    /// before the leader proposes it.
+    pub fn plan(&self, conf: &Configuration) -> Result<Change, ReconfigError> {
+        if self.is_empty() {
+            return Err(ReconfigError::Empty);
+        }
+        if conf.is_joint() {
+            return Err(ReconfigError::InProgress);
+        }
+        if let Some(expected) = self.expected_version.filter(|v| *v != conf.version) {
+            return Err(ReconfigError::BadVersion { expected: expected.0, current: conf.version.0 });
+        }
+        let next = match &self.members {
+            Some(all) => Membership::new(all.clone())?,
+            None => conf.current().changed(&self.joining, &self.leaving, &self.promoted)?,
+        };
+        Ok(conf.enter(next))
     }
 }
 
@@ -85,24 +108,19 @@ impl Replica {
         if status.role != Role::Leading || !status.serving {
             return Err(ReconfigError::NotLeader { me: self.me(), leader: status.leader });
         }
-        if change.is_empty() {
-            return Err(ReconfigError::Empty);
-        }
-        let conf = self.zab.configuration();
-        if conf.is_joint() {
-            return Err(ReconfigError::InProgress);
-        }
-        if let Some(expected) = change.expected_version.filter(|v| *v != conf.version) {
-            return Err(ReconfigError::BadVersion { expected: expected.0, current: conf.version.0 });
-        }
-        let next = conf.current().changed(&change.joining, &change.leaving, &change.promoted)?;
-        self.propose_membership(next)
+        let step = change.plan(self.zab.configuration())?;
+        self.propose_step(step)
     }
 
     /// Proposes the joint configuration toward `next` (an established leader only).
     pub fn propose_membership(&mut self, next: Membership) -> Result<Zxid, ReconfigError> {
+        let step = self.zab.configuration().enter(next);
+        self.propose_step(step)
+    }
+
+    fn propose_step(&mut self, step: Change) -> Result<Zxid, ReconfigError> {
         let time_ms = self.clock.now_ms;
-        let body = TxnBody::Reconfig(self.zab.configuration().enter(next));
+        let body = TxnBody::Reconfig(step);
         let txn = Txn { session: SessionId::NONE, cxid: 0, time_ms, body };
         let zxid = self.zab.propose(txn)?;
         self.drain_zab();

@@ -146,12 +146,8 @@ impl Leader {
         self.followers.contains_key(&id)
     }
 
-    /// What a synced follower acknowledged; None for one not synced.
-    pub(super) fn acked_if_synced(&self, id: ServerId) -> Option<Zxid> {
-        self.followers.get(&id).filter(|t| t.stage == Stage::Synced).map(|t| t.acked)
-    }
-
-    fn is_synced(&self, id: ServerId) -> bool {
+    /// Whether follower `id` is synced (through NEWLEADER).
+    pub(super) fn is_synced(&self, id: ServerId) -> bool {
         self.followers.get(&id).is_some_and(|t| t.stage == Stage::Synced)
     }
 

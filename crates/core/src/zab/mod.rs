@@ -626,7 +626,7 @@ impl Peer {
         };
         let mut others: Vec<ServerId> = std::iter::once(self.log.configuration())
             .chain(heard)
-            .flat_map(|c| c.active.members().iter().chain(c.next.iter().flat_map(|m| m.members())))
+            .flat_map(Configuration::members)
             .map(|m| m.id)
             .filter(|v| *v != self.config.id)
             .collect();

@@ -26,7 +26,7 @@ impl Peer {
         }
         let State::Leading(l) = &self.state else { return Err(ProposeError::NotLeader) };
         let id = self.config.id;
-        let synced = |f: ServerId| f == id || l.acked_if_synced(f).is_some();
+        let synced = |f: ServerId| f == id || l.is_synced(f);
         if !next.is_majority(synced) {
             return Err(ProposeError::NewConfigNoQuorum);
         }

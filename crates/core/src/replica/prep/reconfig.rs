@@ -4,9 +4,10 @@
 
 use crate::acl::{self, perms, Id};
 use crate::error::ErrorCode;
-use crate::ids::ServerId;
-use crate::members::{Member, Membership};
+use crate::ids::{ServerId, Zxid};
+use crate::members::Member;
 use crate::op::Op;
+use crate::replica::reconfig::{MemberChange, ReconfigError};
 use crate::tree::{TreeState, CONFIG_PATH};
 use crate::txn::TxnBody;
 use crate::zab::{Peer, ProposeError};
@@ -39,24 +40,19 @@ fn prepare_change(
     if !acl::permits(&acl, perms::WRITE, identities) {
         return Err(ErrorCode::NoAuth);
     }
-    let conf = zab.configuration();
-    if conf.is_joint() {
-        return Err(ErrorCode::ReconfigInProgress);
-    }
-    if *expected_version != -1 && *expected_version != conf.version.as_i64() {
-        return Err(ErrorCode::BadVersion);
-    }
-    let next = if new_members.trim().is_empty() {
-        let joining = lines(joining)?;
-        let leaving = ids(leaving)?;
-        if joining.is_empty() && leaving.is_empty() {
-            return Err(ErrorCode::BadArguments);
-        }
-        conf.current().changed(&joining, &leaving, &[]).map_err(|_| ErrorCode::BadArguments)?
-    } else {
-        Membership::new(lines(new_members)?).map_err(|_| ErrorCode::BadArguments)?
+    let whole = !new_members.trim().is_empty();
+    let asked = MemberChange {
+        joining: if whole { Vec::new() } else { lines(joining)? },
+        leaving: if whole { Vec::new() } else { ids(leaving)? },
+        promoted: Vec::new(),
+        members: if whole { Some(lines(new_members)?) } else { None },
+        expected_version: (*expected_version != -1).then_some(Zxid(*expected_version as u64)),
     };
-    let change = conf.enter(next);
+    let change = asked.plan(zab.configuration()).map_err(|e| match e {
+        ReconfigError::InProgress => ErrorCode::ReconfigInProgress,
+        ReconfigError::BadVersion { .. } => ErrorCode::BadVersion,
+        _ => ErrorCode::BadArguments,
+    })?;
     zab.check_reconfiguration(&change).map_err(|e| match e {
         ProposeError::NewConfigNoQuorum => ErrorCode::NewConfigNoQuorum,
         ProposeError::ReconfigInProgress => ErrorCode::ReconfigInProgress,
