@@ -299,9 +299,11 @@ def super_digest():
 
 
 def reconfig_retrying(client, **kwargs):
-    """client.reconfig, retried on ConnectionLoss (bounded): a session's
-    connection can drop while the membership changes (not yet understood,
-    see the stop note); re-adding a member that is back is accepted."""
+    """client.reconfig, retried on ConnectionLoss (bounded). When the member
+    removed just before was the leader, its hand-over is a leader change, and
+    every member closes its client connections until it follows the new one
+    (as ZooKeeper's learners do), so a call sent then fails with ConnectionLoss
+    and the session lives on. Re-adding a member that is back is accepted."""
     from kazoo.exceptions import ConnectionLoss
     for attempt in range(5):
         try:
