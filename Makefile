@@ -61,11 +61,13 @@ NEMESIS_SECS ?= 60
 test-nemesis:
 	NEMESIS_SECS=$(NEMESIS_SECS) $(TEST_WORKSPACE) --test nemesis -- --nocapture
 
-## Runs three members on three hosts in network namespaces, with link faults.
-## Three members on three hosts (Linux network namespaces on a bridge the test
-## makes; needs root), by host name, TLS on: a follower cut off, the leader
-## isolated, a lossy and slow link, a rolling restart under load, members with
-## the wrong certificate. iptables (Debian's package) adds the loss and, with
+## Runs members on hosts of their own (network namespaces): link faults, membership changes.
+## Members on hosts of their own (Linux network namespaces on a bridge the test
+## makes; needs root), by host name, TLS on. Three members meet a follower cut
+## off, the leader isolated, a lossy and slow link, a rolling restart under
+## load, members with the wrong certificate; then an ensemble grows 3 -> 5 by
+## --join, shrinks back, replaces dead members (same id, new id) and promotes an
+## observer, under writes. iptables (Debian's package) adds the loss and, with
 ## NFQUEUE, the delay where the kernel has no sch_netem.
 test-multi-host: network-tools
 	$(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture

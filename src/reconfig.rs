@@ -65,12 +65,28 @@ pub async fn configuration(handle: &Handle) -> Result<Configuration, ReconfigErr
 }
 
 /// The ensemble's current membership, asked of the member whose admin API
-/// is at `admin_addr` (`--join`; with `token` when that API demands one).
-pub async fn fetch_membership(admin_addr: &str, token: Option<&str>) -> Result<Membership, String> {
+/// is at `admin_addr` (`--join`; with `token` when that API demands one,
+/// over TLS when `tls` says the admin ports speak it: this member's own
+/// certificate and the ensemble's CA).
+pub async fn fetch_membership(
+    admin_addr: &str,
+    token: Option<&str>,
+    tls: Option<&crate::config::TlsConfig>,
+) -> Result<Membership, String> {
     use crate::proto::admin as pb;
-    let mut admin = pb::admin_client::AdminClient::connect(format!("http://{admin_addr}"))
-        .await
-        .map_err(|e| format!("cannot reach the admin API at {admin_addr}: {e}"))?;
+    let unreachable = |e: &dyn std::fmt::Display| format!("cannot reach the admin API at {admin_addr}: {e}");
+    let tls = tls.filter(|t| t.admin);
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint =
+        tonic::transport::Endpoint::from_shared(format!("{scheme}://{admin_addr}")).map_err(|e| unreachable(&e))?;
+    if let Some(files) = tls {
+        let host = admin_addr.rsplit_once(':').map_or(admin_addr, |(host, _)| host);
+        let config = crate::tls::dialing_config(files).map_err(|e| unreachable(&e))?;
+        endpoint =
+            endpoint.tls_config(config.domain_name(host.trim_matches(['[', ']']))).map_err(|e| unreachable(&e))?;
+    }
+    let channel = endpoint.connect().await.map_err(|e| unreachable(&e))?;
+    let mut admin = pb::admin_client::AdminClient::new(channel);
     let mut request = tonic::Request::new(pb::GetConfigurationRequest {});
     if let Some(token) = token {
         let value =

@@ -182,8 +182,11 @@ pub struct PeerTls {
     /// The peer listener's side.
     pub server: Arc<ServerTls>,
     files: TlsConfig,
-    /// The name each member's certificate must carry.
-    names: HashMap<ServerId, String>,
+    /// The names the config file sets explicitly (`peer_name`): they win.
+    explicit: HashMap<ServerId, String>,
+    /// The host of each member's peer address in the configuration in
+    /// force (the file's until the replicated one is known).
+    names: RwLock<HashMap<ServerId, String>>,
     dialing: RwLock<tonic::transport::ClientTlsConfig>,
 }
 
@@ -192,9 +195,10 @@ impl PeerTls {
     /// member's certificate name.
     pub fn load(files: &TlsConfig, members: &[Member]) -> Result<Arc<PeerTls>, TlsError> {
         let server = ServerTls::load_with(files, &[b"h2"], true)?;
-        let names = members.iter().map(|m| (m.id, m.peer_name().to_string())).collect();
+        let explicit = members.iter().filter_map(|m| Some((m.id, m.peer_name.clone()?))).collect();
+        let names = RwLock::new(members.iter().map(|m| (m.id, m.peer_addr.host().to_string())).collect());
         let dialing = RwLock::new(dialing_config(files)?);
-        Ok(Arc::new(PeerTls { server, files: files.clone(), names, dialing }))
+        Ok(Arc::new(PeerTls { server, files: files.clone(), explicit, names, dialing }))
     }
 
     /// Re-reads the files for both sides; on failure both keep what they had.
@@ -209,18 +213,42 @@ impl PeerTls {
     /// name `to`'s certificate must carry.
     pub fn dial(&self, to: ServerId) -> tonic::transport::ClientTlsConfig {
         let config = self.dialing.read().unwrap_or_else(PoisonError::into_inner).clone();
-        match self.names.get(&to) {
-            Some(name) => config.domain_name(name.clone()),
+        match self.name(to) {
+            Some(name) => config.domain_name(name),
             None => config,
         }
     }
 
+    /// Takes the members of the configuration now in force, each with the
+    /// host of its peer address: the name its certificate must carry (a
+    /// member added, moved to a new host, or removed since the file was written).
+    pub fn learn<'a>(&self, members: impl IntoIterator<Item = (ServerId, &'a str)>) {
+        let names = members.into_iter().map(|(id, host)| (id, host.to_string())).collect();
+        *self.names.write().unwrap_or_else(PoisonError::into_inner) = names;
+    }
+
+    fn name(&self, id: ServerId) -> Option<String> {
+        let learned = || self.names.read().unwrap_or_else(PoisonError::into_inner).get(&id).cloned();
+        self.explicit.get(&id).cloned().or_else(learned)
+    }
+
     /// Whether `certs`, the chain a caller showed (already verified against
-    /// the CA by the handshake), names member `from`, as it claims to be.
-    pub fn check(&self, from: ServerId, certs: Option<&[CertificateDer<'_>]>) -> Result<(), String> {
-        let name = self.names.get(&from).ok_or_else(|| format!("server {from} is not a member"))?;
+    /// the CA by the handshake), names member `from`, as it claims to be. A
+    /// caller in no configuration yet (a member joining) must carry the host
+    /// it says it is reached at, `claimed_host`: it has a certificate of the
+    /// ensemble's CA for where it runs, and it can only follow until added.
+    pub fn check(
+        &self,
+        from: ServerId,
+        certs: Option<&[CertificateDer<'_>]>,
+        claimed_host: Option<&str>,
+    ) -> Result<(), String> {
+        let name = self
+            .name(from)
+            .or_else(|| claimed_host.map(str::to_string))
+            .ok_or_else(|| format!("server {from} is not a member and said no address"))?;
         let leaf = certs.and_then(|c| c.first()).ok_or("no client certificate")?;
-        certificate_names(leaf, name).map_err(|e| format!("its certificate does not name member {from} ({name}): {e}"))
+        certificate_names(leaf, &name).map_err(|e| format!("its certificate does not name member {from} ({name}): {e}"))
     }
 }
 
@@ -234,11 +262,11 @@ pub fn certificate_names(leaf: &CertificateDer<'_>, name: &str) -> Result<(), St
 }
 
 /// tonic's client side of the peer port: this member's identity and the CA.
-fn dialing_config(files: &TlsConfig) -> Result<tonic::transport::ClientTlsConfig, TlsError> {
+pub fn dialing_config(files: &TlsConfig) -> Result<tonic::transport::ClientTlsConfig, TlsError> {
     let read = |key: &'static str, path: &Path| {
         std::fs::read(path).map_err(|e| TlsError::File { key, path: path.to_path_buf(), reason: e.to_string() })
     };
-    let ca = files.ca_file.as_deref().ok_or_else(|| TlsError::Rustls("tls.peer needs tls.ca_file".into()))?;
+    let ca = files.ca_file.as_deref().ok_or_else(|| TlsError::Rustls("dialing a member needs tls.ca_file".into()))?;
     // A member dials its peers as any TLS client of ours does: it trusts the
     // CA and shows its own certificate. tonic builds its rustls config from
     // the process's default crypto provider, ambiguous when both ring and
@@ -280,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_is_accepted_only_with_a_certificate_naming_the_member_it_claims() {
+    fn a_peer_is_accepted_only_with_a_certificate_naming_the_member_it_claims_or_joins_as() {
         let dir = tempfile::tempdir().unwrap();
         let files = certificates(dir.path(), "a");
         let config = crate::config::ServerConfig::parse(
@@ -293,12 +321,29 @@ mod tests {
         .unwrap();
         let peers = PeerTls::load(&files, &config.members).expect("loads");
         let cert = read_certs("cert_file", &files.cert_file).unwrap();
-        assert_eq!(peers.check(1, Some(&cert)), Ok(()));
-        assert_eq!(peers.check(3, Some(&cert)), Ok(()), "peer_name overrides the peer address's host");
-        let other = peers.check(2, Some(&cert)).unwrap_err();
-        assert!(other.contains("member 2") && other.contains("127.0.0.2"), "{other}");
-        assert!(peers.check(1, None).unwrap_err().contains("no client certificate"));
-        assert!(peers.check(9, Some(&cert)).unwrap_err().contains("not a member"));
+        assert_eq!(peers.check(1, Some(&cert), None), Ok(()));
+        assert_eq!(peers.check(3, Some(&cert), None), Ok(()), "peer_name overrides the peer address's host");
+        let other = peers.check(2, Some(&cert), Some("localhost")).unwrap_err();
+        assert!(
+            other.contains("member 2") && other.contains("127.0.0.2"),
+            "the file's name wins over a claim: {other}"
+        );
+        assert!(peers.check(1, None, None).unwrap_err().contains("no client certificate"));
+        assert!(peers.check(9, Some(&cert), None).unwrap_err().contains("not a member"));
+        // A member joining is checked against the host it says it is at,
+        // and once the configuration names it, against that.
+        assert_eq!(peers.check(9, Some(&cert), Some("localhost")), Ok(()));
+        assert!(peers.check(9, Some(&cert), Some("127.0.0.9")).unwrap_err().contains("127.0.0.9"));
+        // The configuration in force names each member by its peer host;
+        // the file's explicit peer_name still wins.
+        peers.learn([(1, "localhost"), (2, "localhost"), (3, "127.0.0.3"), (9, "127.0.0.9")]);
+        assert!(peers.check(9, Some(&cert), Some("localhost")).unwrap_err().contains("127.0.0.9"));
+        assert_eq!(peers.check(2, Some(&cert), None), Ok(()), "member 2 moved to localhost");
+        assert_eq!(peers.check(3, Some(&cert), None), Ok(()), "peer_name still overrides");
+        // A member removed and joining again elsewhere is judged by its claim.
+        peers.learn([(1, "localhost")]);
+        assert_eq!(peers.check(2, Some(&cert), Some("localhost")), Ok(()));
+        assert!(peers.check(2, Some(&cert), Some("127.0.0.2")).is_err());
         assert!(peers.server.acceptor().config().alpn_protocols == vec![b"h2".to_vec()]);
     }
 

@@ -96,7 +96,7 @@ async fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(addr) = &args.join {
-        match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref()).await {
+        match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref(), config.tls.as_ref()).await {
             Ok(membership) => {
                 let line = zabkeeper::server::member_line(config.me());
                 tracing::info!(via = %addr, members = %membership, "joining: add this member with `zkctl admin member add '{line}'`");

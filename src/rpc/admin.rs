@@ -116,15 +116,25 @@ impl pb::admin_server::Admin for AdminService {
     async fn status(&self, _: Request<pb::StatusRequest>) -> Result<Response<pb::StatusReply>, Status> {
         let r = self.handle.status_report().await.ok_or_else(unavailable)?;
         let config = &self.handle.config;
-        let probes = config.members.iter().map(|m| async move {
+        // The members are the replicated configuration's (the shape the
+        // ensemble has now); the addresses it does not carry (gRPC, admin)
+        // come from this member's file, which may not list a member added since.
+        let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
+        let probes = configuration.members().map(|m| async move {
+            let listed = config.members.iter().find(|f| f.id == m.id);
+            let peer_addr = m.peer_host_port().and_then(|a| crate::config::HostPort::parse(&a).ok());
             let is_self = m.id == config.id;
-            let reachable = is_self || reachable(&m.peer_addr).await;
+            let reachable = is_self
+                || match &peer_addr {
+                    Some(addr) => reachable(addr).await,
+                    None => false,
+                };
             pb::MemberInfo {
                 id: m.id,
-                peer_addr: m.peer_addr.to_string(),
-                grpc_addr: m.grpc_addr.to_string(),
-                client_addr: m.client_addr.as_ref().map(|a| a.to_string()).unwrap_or_default(),
-                admin_addr: m.admin_addr.as_ref().map(|a| a.to_string()).unwrap_or_default(),
+                peer_addr: peer_addr.map(|a| a.to_string()).unwrap_or_default(),
+                grpc_addr: listed.map(|f| f.grpc_addr.to_string()).unwrap_or_default(),
+                client_addr: m.client_address.clone(),
+                admin_addr: listed.and_then(|f| f.admin_addr.as_ref()).map(|a| a.to_string()).unwrap_or_default(),
                 reachable,
                 is_self,
             }

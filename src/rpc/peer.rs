@@ -115,7 +115,8 @@ pub struct Transport {
     addrs: HashMap<ServerId, HostPort>,
     heard: Heard,
     handle: Handle,
-    notifiers: HashMap<ServerId, mpsc::Sender<pb::Notification>>,
+    /// A task per member notifications go to, with the address it dials.
+    notifiers: HashMap<ServerId, (HostPort, mpsc::Sender<pb::Notification>)>,
     follow: Option<FollowStream>,
     inbound: Inbound,
     tls: Option<Arc<PeerTls>>,
@@ -152,13 +153,19 @@ impl Transport {
 
     /// Learns where members are reached, from a configuration: a member
     /// added, or one whose address changed (its notifier reconnects there).
-    pub fn learn(&mut self, addrs: impl IntoIterator<Item = (ServerId, HostPort)>) {
+    pub fn learn(&mut self, addrs: Vec<(ServerId, HostPort)>) {
+        if let Some(tls) = &self.tls {
+            tls.learn(addrs.iter().map(|(id, addr)| (*id, addr.host())));
+        }
+        // A member no longer in the configuration is reached, if at all,
+        // where it last said it is (it may come back on another host).
+        let kept: std::collections::HashSet<ServerId> = addrs.iter().map(|(id, _)| *id).collect();
+        self.addrs.retain(|id, _| *id == self.id || kept.contains(id));
         for (id, addr) in addrs {
             if id == self.id || self.addrs.get(&id) == Some(&addr) {
                 continue;
             }
             tracing::info!(member = id, %addr, "member address learned from the configuration");
-            self.notifiers.remove(&id);
             self.addrs.insert(id, addr);
         }
     }
@@ -188,17 +195,19 @@ impl Transport {
     }
 
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
-        if !self.addrs.contains_key(&to) {
-            // A member joining: it said where it is reached.
-            let Some(addr) = lock_map(&self.heard).get(&to).cloned() else { return };
-            self.addrs.insert(to, addr);
+        // A member in no configuration (one joining) is reached where it
+        // last said it is.
+        let Some(addr) = self.addrs.get(&to).cloned().or_else(|| lock_map(&self.heard).get(&to).cloned()) else {
+            return;
+        };
+        if self.notifiers.get(&to).is_some_and(|(at, _)| *at != addr) {
+            self.notifiers.remove(&to);
         }
-        let Some(addr) = self.addrs.get(&to) else { return };
         let tls = self.tls.clone();
-        let tx = self.notifiers.entry(to).or_insert_with(|| {
+        let (_, tx) = self.notifiers.entry(to).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(64);
             tokio::spawn(notifier(to, addr.clone(), tls, rx));
-            tx
+            (addr, tx)
         });
         let _ = tx.try_send(n);
     }
@@ -216,7 +225,9 @@ impl Transport {
             if let Some(old) = self.follow.take() {
                 old.task.abort();
             }
-            let Some(addr) = self.addrs.get(&to).cloned() else { return };
+            let Some(addr) = self.addrs.get(&to).cloned().or_else(|| lock_map(&self.heard).get(&to).cloned()) else {
+                return;
+            };
             let (tx, rx) = mpsc::channel(QUEUE);
             let task = tokio::spawn(follow(to, addr, rx, self.handle.clone(), self.tls.clone()));
             self.follow = Some(FollowStream { leader: to, tx, task });
@@ -348,9 +359,9 @@ impl Caller {
 
     /// Under peer TLS, whether the caller's certificate names `from`, the
     /// member it claims to be; a refusal is logged.
-    fn authenticate(&self, tls: Option<&PeerTls>, from: ServerId) -> Result<(), String> {
+    fn authenticate(&self, tls: Option<&PeerTls>, from: ServerId, claimed: Option<&HostPort>) -> Result<(), String> {
         let Some(tls) = tls else { return Ok(()) };
-        tls.check(from, self.certs.as_deref().map(Vec::as_slice)).inspect_err(|reason| {
+        tls.check(from, self.certs.as_deref().map(Vec::as_slice), claimed.map(HostPort::host)).inspect_err(|reason| {
             tracing::warn!(claimed = from, remote = ?self.remote, %reason, "peer refused");
         })
     }
@@ -361,11 +372,13 @@ impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let claimed = HostPort::parse(&request.get_ref().peer_addr).ok();
         Caller::of(&request)
-            .authenticate(self.tls.as_deref(), from)
+            .authenticate(self.tls.as_deref(), from, claimed.as_ref())
             .map_err(|reason| tonic::Status::unauthenticated(format!("refused as member {from}: {reason}")))?;
-        if let Ok(addr) = HostPort::parse(&request.get_ref().peer_addr) {
-            lock_map(&self.heard).entry(from).or_insert(addr);
+        if let Some(addr) = claimed {
+            // The latest claim: a member removed may come back on another host.
+            lock_map(&self.heard).insert(from, addr);
         }
         self.handle.input(Input::Peer { from, msg }).await;
         Ok(Response::new(pb::NotifyAck {}))
@@ -398,6 +411,7 @@ impl pb::peer_server::Peer for PeerService {
         let handle = self.handle.clone();
         let inbound = self.inbound.clone();
         let deliveries = self.deliveries.clone();
+        let heard = self.heard.clone();
         tokio::spawn(async move {
             let mut follower: Option<(ServerId, DeliveryTurn)> = None;
             let mut batch_tx = Some(batch_tx);
@@ -417,7 +431,8 @@ impl pb::peer_server::Peer for PeerService {
                 let turn = match &follower {
                     Some((_, turn)) => turn.clone(),
                     None => {
-                        if caller.authenticate(tls.as_deref(), from).is_err() {
+                        let claimed = lock_map(&heard).get(&from).cloned();
+                        if caller.authenticate(tls.as_deref(), from, claimed.as_ref()).is_err() {
                             break;
                         }
                         let turn = lock_map(&deliveries).entry(from).or_default().clone();

@@ -365,7 +365,7 @@ async fn status_all(server: &str, dialer: &Dialer, out: &Printer) -> Result<(), 
     let addrs: Vec<(u64, String)> = first.members.iter().map(|m| (m.id, m.admin_addr.clone())).collect();
     let asked = addrs.iter().map(|(id, addr)| async move {
         let status = if addr.is_empty() {
-            Err(ClientError::InvalidArgument("no admin_addr in the config".into()))
+            Err(ClientError::InvalidArgument("its admin address is not in the config file of the member asked".into()))
         } else {
             dialer.status(addr).await
         };

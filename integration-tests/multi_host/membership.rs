@@ -1,0 +1,148 @@
+//! The ensemble changes shape while a writer writes: members join from new
+//! hosts with `--join`, are added, removed, replaced and promoted with
+//! `zkctl admin member`, all over TLS (peer, admin, client).
+
+use super::hosts::Hosts;
+use super::netns::Network;
+use super::support;
+use super::workers;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Server hosts: three to start on, three more to grow and replace onto.
+const HOSTS: u8 = 6;
+/// This test, as its workers run it.
+const TEST: &str = "membership::an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer";
+/// Each step's wait for the new shape.
+const CONVERGE: Duration = Duration::from_secs(40);
+
+/// Member `id` on host `host`, as `zkctl admin member add` takes it.
+fn line(id: u8, host: u8, role: &str) -> String {
+    format!("server.{id}=zk-{host}:2888:2888:{role};")
+}
+
+/// Asks member `via` to change the membership; panics with its answer if refused.
+fn change(hosts: &Hosts, via: u8, args: &[&str]) {
+    if let Err(e) = hosts.admin(via, &[&["member"], args].concat()) {
+        panic!("member {args:?} through {via}: {e}");
+    }
+}
+
+/// The voters and observers of the configuration, as member `id` lists it.
+fn shape(hosts: &Hosts, id: u8) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    let out = hosts.admin(id, &["member", "list"]).unwrap_or_else(|e| panic!("member list on {id}: {e}"));
+    let (mut voters, mut observers) = (BTreeSet::new(), BTreeSet::new());
+    for doc in out.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
+        for m in doc["members"].as_array().into_iter().flatten() {
+            let id = m["id"].as_u64().expect("an id");
+            if m["role"] == "observer" {
+                observers.insert(id)
+            } else {
+                voters.insert(id)
+            };
+        }
+    }
+    (voters, observers)
+}
+
+/// Waits until `ids` have converged and member `ask` lists `voters` and `observers`.
+fn settled(hosts: &Hosts, ids: &[u8], voters: &[u64], observers: &[u64]) -> u8 {
+    let leader = hosts.converged(ids, false, CONVERGE);
+    let want = (voters.iter().copied().collect(), observers.iter().copied().collect());
+    assert_eq!(shape(hosts, leader), want, "the configuration after the change");
+    leader
+}
+
+/// The ids `zkctl admin status --all` shows, asked of member `id`.
+fn status_all_ids(hosts: &Hosts, id: u8) -> BTreeSet<u64> {
+    let out = hosts.admin(id, &["status", "--all"]).unwrap_or_else(|e| panic!("status --all on {id}: {e}"));
+    out.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["id"].as_u64()).collect()
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: make test-multi-host (CI runs it)"]
+fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
+    if workers::serve_if_worker() {
+        return;
+    }
+    let _serial = support::serial();
+    let net = match Network::create("m", HOSTS) {
+        Ok(net) => net,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let mut hosts = Hosts::start(net, 3, TEST);
+    settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    let writer = hosts.writer("membership", &[1, 2, 3]);
+
+    // Grow 3 -> 5: two members join from new hosts, follow, and are added.
+    hosts.join(4, 4, 1);
+    hosts.join(5, 5, 2);
+    hosts.converged(&[1, 2, 3, 4, 5], false, CONVERGE);
+    change(&hosts, 1, &["add", &line(4, 4, "participant"), &line(5, 5, "participant")]);
+    let leader = settled(&hosts, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5], &[]);
+    writer.wait_acks(20, CONVERGE);
+    assert_eq!(status_all_ids(&hosts, 4), BTreeSet::from([1, 2, 3, 4, 5]), "status --all shows five");
+    eprintln!("grown to 5; member {leader} leads");
+
+    // Shrink 5 -> 3: remove two (the leader among them if it is one), then stop them.
+    let leaving: Vec<u8> = if leader >= 4 { vec![leader, 9 - leader] } else { vec![4, 5] };
+    let ask = [1u8, 2, 3].into_iter().find(|id| !leaving.contains(id)).expect("a member that stays");
+    change(&hosts, ask, &["remove", &leaving[0].to_string(), &leaving[1].to_string()]);
+    for &id in &leaving {
+        hosts.terminate(id);
+    }
+    let leader = settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    writer.wait_acks(20, CONVERGE);
+    eprintln!("shrunk to 3; member {leader} leads");
+
+    // A member's host dies: a new host takes its id (its data from the leader).
+    let dead = [1u8, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
+    hosts.kill(dead);
+    let rest: Vec<u8> = [1u8, 2, 3].into_iter().filter(|&id| id != dead).collect();
+    change(&hosts, leader, &["remove", &dead.to_string()]);
+    hosts.join(dead, 6, leader);
+    change(&hosts, leader, &["add", &line(dead, 6, "participant")]);
+    let leader = settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    writer.wait_acks(20, CONVERGE);
+    eprintln!("member {dead} replaced by host zk-6 under the same id; member {leader} leads");
+
+    // Another dies: a member with a new id takes its place, on host 4.
+    let dead = [1u8, 2, 3].into_iter().find(|&id| id != leader && hosts.host(id) != 6).unwrap_or(rest[0]);
+    hosts.kill(dead);
+    change(&hosts, leader, &["remove", &dead.to_string()]);
+    hosts.join(7, 4, leader);
+    change(&hosts, leader, &["add", &line(7, 4, "participant")]);
+    let mut voters: Vec<u8> = [1u8, 2, 3, 7].into_iter().filter(|&id| id != dead).collect();
+    let leader = settled(&hosts, &voters, &voters.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(), &[]);
+    writer.wait_acks(20, CONVERGE);
+    eprintln!("member {dead} replaced by member 7 on host zk-4; member {leader} leads");
+
+    // An observer joins on host 5 (it serves reads), then is promoted.
+    hosts.join(8, 5, leader);
+    change(&hosts, leader, &["add", &line(8, 5, "observer")]);
+    let mut all = voters.clone();
+    all.push(8);
+    let as_u64 = |ids: &[u8]| ids.iter().map(|&id| u64::from(id)).collect::<Vec<u64>>();
+    settled(&hosts, &all, &as_u64(&voters), &[8]);
+    writer.wait_acks(20, CONVERGE);
+    change(&hosts, leader, &["promote", "8"]);
+    voters.push(8);
+    let leader = settled(&hosts, &all, &as_u64(&voters), &[]);
+    writer.wait_acks(20, CONVERGE);
+    eprintln!("observer 8 added and promoted; voters {voters:?}, member {leader} leads");
+
+    // The writer kept its session throughout; every acknowledged write is on every member.
+    writer.assert_only_connection_loss();
+    let path = format!("/mh/{}", writer.label);
+    let acked = writer.stop();
+    hosts.converged(&all, true, CONVERGE);
+    for &id in &all {
+        let lost: Vec<String> = acked.difference(&hosts.children(id, &path)).cloned().collect();
+        assert!(lost.is_empty(), "member {id} lacks acknowledged writes: {lost:?}");
+    }
+    assert_eq!(status_all_ids(&hosts, leader), as_u64(&all).into_iter().collect(), "status --all shows the shape");
+    eprintln!("{path}: {} acknowledged writes, all on each of {all:?}", acked.len());
+}
