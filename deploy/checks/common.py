@@ -5,9 +5,12 @@ Kept free of third-party imports: it is loaded before ensure_dependencies has
 had a chance to install them.
 """
 
+import fcntl
 import ipaddress
 import os
 import re
+import socket
+import struct
 import sys
 from pathlib import Path
 
@@ -120,3 +123,13 @@ def duration_seconds(text, default):
     if not m or not any(m.groups()):
         return default
     return int(m.group(1) or 0) * 60 + float(m.group(2) or 0)
+
+
+def loopback_up():
+    """Brings up loopback, which is down in a new network namespace, with no
+    dependency on iproute2."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    ifreq = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
+    flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifreq))[1]  # SIOCGIFFLAGS
+    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b"\0" * 14))  # SIOCSIFFLAGS, IFF_UP
+    s.close()

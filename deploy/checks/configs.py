@@ -123,7 +123,8 @@ class Configs:
             for p in problems:
                 report.fail(f"{where}: {p}")
         else:
-            report.ok(f"{where}: {len(ids)} member(s), ids 1..{len(ids)}, keys known to src/config, admin on loopback, no secrets"
+            admin = "admin remote, with a token" if data.get("admin_allow_remote") else "admin on loopback"
+            report.ok(f"{where}: {len(ids)} member(s), ids 1..{len(ids)}, keys known to src/config, {admin}, no secrets"
                       + (", ruok enabled" if needs_ruok else ""))
         self.run_binary(where, text, ids, env)
         return config
@@ -175,6 +176,10 @@ class Configs:
             problems.append(f"member ids are {ids}, expected 1..{len(ids)}")
         if members is not None and len(ids) != members:
             problems.append(f"{len(ids)} members, but {members} are deployed")
+        token_from = {"ZABKEEPER_ADMIN_TOKEN", "ZABKEEPER_ADMIN_TOKEN_FILE"} & set(env or {})
+        if data.get("admin_allow_remote") and "admin_token_file" not in data and not token_from:
+            problems.append("admin_allow_remote without a token (admin_token_file, ZABKEEPER_ADMIN_TOKEN): "
+                            "the admin API would answer whoever reaches it")
         for secret in ("admin_token", "super_digest"):
             if secret in data:
                 problems.append(f"{secret} is written in the file: secrets come from a mounted file or the environment, not the repository")

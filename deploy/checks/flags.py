@@ -1,7 +1,9 @@
 """Command lines and variables: every flag a deployment file passes to
 zabkeeper or zkctl must be in that binary's `--help` (for zkctl, the help of
-the subcommand it is given to), and every ZABKEEPER_*/ZKCTL_* variable it
-sets must be one the binaries read.
+the subcommand it is given to, which must be a whole command), and every
+ZABKEEPER_*/ZKCTL_* variable it sets must be one the binaries read. Shell
+scripts (`sh -c`, or a script file a container runs) are read for the
+zabkeeper and zkctl command lines in them.
 """
 
 import os
@@ -13,7 +15,7 @@ from .common import clean_env
 
 # ZABKEEPER_<X> variables the binary reads itself rather than as config keys
 # (src/config/overrides.rs's NOT_KEYS).
-BINARY_ENV = {"CONFIG", "ID", "LOG"}
+BINARY_ENV = {"CONFIG", "ID", "LOG", "JOIN"}
 
 
 class Help:
@@ -137,6 +139,77 @@ def script_commands(script):
     return result
 
 
+# Words after which a shell word is still a command name.
+COMMAND_PREFIXES = {"exec", "command", "!", "if", "then", "else", "elif", "while", "until", "do", "{", "time"}
+BINARIES = ("zabkeeper", "zkctl")
+
+
+def script_lines(script):
+    """(line number, text) of a script's code lines: continuation lines
+    joined, blank lines and whole-line comments left out."""
+    result, current, start = [], "", None
+    for number, line in enumerate(script.splitlines(), 1):
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if start is None:
+            start = number
+        if line.endswith("\\"):
+            current += line[:-1] + " "
+            continue
+        result.append((start, current + line))
+        current, start = "", None
+    if current:
+        result.append((start, current))
+    return result
+
+
+def script_invocations(script):
+    """The zabkeeper and zkctl command lines of a whole shell script, each as
+    (line number, words), and what the reading could not follow. Each code
+    line is split as the shell would split its words (quotes, pipes, lists,
+    `$(...)`); a binary's name is a command where a command may start. A name
+    inside a quoted `$(...)` or backquotes, or a line that does not split, is
+    reported rather than skipped, so no command line goes unchecked."""
+    found, problems = [], []
+    for number, line in script_lines(script):
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        lexer.commenters = ""  # `${x##*-}` is no comment; whole-line comments are gone
+        try:
+            tokens = list(lexer)
+        except ValueError as e:
+            problems.append(f"line {number}: cannot split it into words ({e})")
+            continue
+        at_command, current = True, None
+        i = 0
+        while i < len(tokens):
+            token = tokens[i]
+            if token.startswith("#"):  # a trailing comment (a quoted "#..." word would end it too)
+                break
+            if re.search(r"(\$\(|`)\s*(\S*/)?(%s)\b" % "|".join(BINARIES), token):
+                problems.append(f"line {number}: a command substitution inside a quoted word runs {token!r}: unchecked")
+            if token in SEPARATORS:
+                if current:
+                    found.append((number, current))
+                at_command, current = True, None
+            elif token in REDIRECTIONS:
+                if current and current[-1].isdigit():
+                    current.pop()
+                i += 1
+            elif current is not None:
+                current.append(token)
+            elif at_command and (token in COMMAND_PREFIXES or re.match(r"^[A-Za-z_]\w*=", token)):
+                pass
+            elif at_command and os.path.basename(token) in BINARIES:
+                current = [token]
+            else:
+                at_command = False
+            i += 1
+        if current:
+            found.append((number, current))
+    return found, problems
+
+
 def invocations(argv):
     """The zabkeeper/zkctl command lines within argv: argv itself, or the
     commands of a `sh -c SCRIPT`."""
@@ -164,21 +237,38 @@ class CommandLines:
     def check(self, where, argv):
         """Checks argv (or the commands of its shell script); returns the
         parsed invocations as (argv, subcommand path, flags)."""
+        return self.check_words(where, invocations(argv))
+
+    def check_script(self, where, script):
+        """Checks the command lines of a whole shell script; returns them
+        parsed, as check does."""
+        found, problems = script_invocations(script)
+        for problem in problems:
+            self.report.fail(f"{where}: {problem}")
+        return self.check_words(where, [words for _, words in found], [f"line {n}: " for n, _ in found])
+
+    def check_words(self, where, commands, prefixes=None):
         parsed = []
-        for words in invocations(argv):
+        for k, words in enumerate(commands):
+            at = f"{where}: {prefixes[k]}" if prefixes else f"{where}: "
             self.seen += 1
             shown = shlex.join(words)
             try:
                 path, flags, unknown = parse_invocation(self.binaries, words)
             except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-                self.report.fail(f"{where}: cannot check `{shown}`: {e}")
+                self.report.fail(f"{at}cannot check `{shown}`: {e}")
                 continue
+            name = os.path.basename(words[0])
+            command = " ".join([name, *path])
+            needs = sorted(self.binaries.help(name, path).subcommands - {"help"}) if path else []
+            if needs:
+                self.report.fail(f"{at}`{shown}`: `{command}` needs one of its subcommands ({', '.join(needs)})")
             if unknown:
                 for flag, command in unknown:
-                    self.report.fail(f"{where}: `{shown}`: {flag} is not a flag of `{command}` (not in its --help)")
-            else:
+                    self.report.fail(f"{at}`{shown}`: {flag} is not a flag of `{command}` (not in its --help)")
+            elif not needs:
                 used = " ".join(sorted(flags)) or "no flags"
-                self.report.ok(f"{where}: `{shown}`: {used} accepted by `{' '.join([os.path.basename(words[0]), *path])} --help`")
+                self.report.ok(f"{at}`{shown}`: {used} accepted by `{command} --help`")
             parsed.append((words, path, flags))
         return parsed
 

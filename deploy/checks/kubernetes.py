@@ -1,14 +1,28 @@
 """The Kubernetes manifests: every object against the schemas of the oldest
 and the newest Kubernetes supported, each kustomization against the manifests
 beside it, and each set's wiring (selectors, headless Service, ConfigMap,
-claims, ports, probes) against the config it deploys.
+claims, ports, probes, the admin API's reach) against the config it deploys.
+Shell scripts a container or its hooks run from a ConfigMap (member.sh, which
+joins a pod beyond the ConfigMap's members and removes it on its preStop) must
+parse (`sh -n` with the image's shell) and their zabkeeper and zkctl command
+lines pass the flag checks; the sets share one copy of each script.
 """
 
+import os
 import re
+import shutil
+import subprocess
 
 from .common import DEPLOY, LIVENESS, READINESS, config_env, rel
-from .flags import flag_value, server_invocation
+from .flags import SHELLS, flag_value, server_invocation
 from .probes import Probe, check_probe_targets
+
+# What a variable set from a Secret (valueFrom) holds when the checks run the
+# binaries: a token-shaped placeholder.
+SECRET_PLACEHOLDER = "deploy-check-placeholder-secret"
+# The image's /bin/sh (Debian's dash), when this machine has it: `sh -n` runs
+# with it, so bash-only syntax in a script run with `sh` is caught.
+IMAGE_SH = "dash"
 
 # The oldest Kubernetes the manifests promise to work on, and the newest the
 # pinned validator knows.
@@ -24,6 +38,8 @@ def check_kubernetes(report, lines, configs, image, image_uid, probes, validate)
 
     root = DEPLOY / "kubernetes"
     sets = sorted({p.parent for p in root.rglob("*.yaml")})
+    scripts = {}  # ConfigMap key -> {text: [the sets that ship it]}
+    scaling = []
     for directory in sets:
         manifests = sorted(p for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
         docs = []
@@ -38,7 +54,14 @@ def check_kubernetes(report, lines, configs, image, image_uid, probes, validate)
             names = sorted(p.name for p in manifests)
             report.check(sorted(listed) == names, f"{rel(kustomization)}: lists every manifest beside it ({', '.join(names)})",
                          f"{rel(kustomization)}: resources {listed}, but the directory has {names}")
-        check_kubernetes_set(report, lines, configs, image, image_uid, probes, directory, docs)
+        spec = check_kubernetes_set(report, lines, configs, image, image_uid, probes, directory, docs, scripts)
+        if spec:
+            scaling.append(spec)
+    for key, texts in sorted(scripts.items()):
+        shipped = sorted(w for ws in texts.values() for w in ws)
+        report.check(len(texts) == 1, f"{key}: one copy, the same in {', '.join(shipped)}",
+                     f"{key}: differs between {' and '.join(', '.join(ws) for ws in texts.values())}: keep one script")
+    return scaling
 
 
 def kubernetes_validator(report):
@@ -66,7 +89,57 @@ def kubernetes_validator(report):
     return validate
 
 
-def check_kubernetes_set(report, lines, configs, image, image_uid, probes, directory, docs):
+def container_argv(image, command, args):
+    """What a container of the image runs, as Kubernetes decides: `command`
+    replaces the ENTRYPOINT and drops the image's CMD; `args` replaces CMD."""
+    if command is not None:
+        return list(command) + list(args or [])
+    return image.argv(None, args)
+
+
+def script_path(argv):
+    """The script file a `sh PATH [ARGS]` command line runs, or None."""
+    if argv and os.path.basename(argv[0]) in SHELLS and len(argv) > 1 and not argv[1].startswith("-"):
+        return argv[1]
+    return None
+
+
+def mount_of(mounts, path):
+    """The volumeMount under which `path` is, the deepest one."""
+    best = None
+    for m in mounts:
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
+                best = m
+    return best
+
+
+def config_map_file(container, volumes, config_maps, path):
+    """(ConfigMap, key) of the file at `path` in the container, or None."""
+    mount = mount_of(container.get("volumeMounts") or [], path or "")
+    volume = volumes.get(mount["name"]) if mount else None
+    if not volume or "configMap" not in volume or volume["configMap"]["name"] not in config_maps:
+        return None
+    cm = config_maps[volume["configMap"]["name"]]
+    key = mount.get("subPath") or path[len(mount["mountPath"].rstrip("/")) + 1:]
+    return cm, key
+
+
+def check_syntax(report, where, shell, text):
+    """`SHELL -n`: the script parses, with the image's /bin/sh for `sh`."""
+    name = os.path.basename(shell)
+    candidates = [IMAGE_SH, "sh"] if name == "sh" else [name]
+    found = next((c for c in candidates if shutil.which(c)), None)
+    if not found:
+        report.skip(f"{where}: no {' or '.join(candidates)} here to run `-n` with")
+        return
+    out = subprocess.run([found, "-n"], input=text, capture_output=True, text=True, timeout=30)
+    report.check(out.returncode == 0, f"{where}: parses (`{found} -n`)",
+                 f"{where}: `{found} -n` refuses it: {out.stderr.strip()[-300:]}")
+
+
+def check_kubernetes_set(report, lines, configs, image, image_uid, probes, directory, docs, scripts):
     where = rel(directory)
     by_kind = {}
     for manifest, doc in docs:
@@ -115,21 +188,54 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
 
     pod_spec = pod["spec"]
     containers = pod_spec.get("containers", [])
+    volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+    config_maps = {c["metadata"]["name"]: c for c in by_kind.get("ConfigMap", [])}
+    checked = {}  # (script, shell) -> its command lines, parsed
+
+    def check_command(what, container, argv):
+        """The command lines of argv, or of the ConfigMap script it runs:
+        [(argv, path, flags)], and the script as (ConfigMap key, text)."""
+        path = script_path(argv)
+        if path is None:
+            return lines.check(what, argv), None
+        found = config_map_file(container, volumes, config_maps, path)
+        text = found and (found[0].get("data") or {}).get(found[1])
+        if text is None:
+            report.fail(f"{what}: runs {path}, which is no key of a ConfigMap of {where} mounted there")
+            return [], None
+        script = f"{where} ConfigMap/{found[0]['metadata']['name']} {found[1]}"
+        report.ok(f"{what}: `{' '.join(argv)}` runs {script}")
+        if (script, argv[0]) not in checked:
+            shipped = scripts.setdefault(found[1], {}).setdefault(text, [])
+            if where not in shipped:
+                shipped.append(where)
+            check_syntax(report, script, argv[0], text)
+            checked[(script, argv[0])] = lines.check_script(script, text)
+        return checked[(script, argv[0])], (found[1], text)
+
     server = None
     parsed = []
+    script = None
     for c in containers:
-        parsed = lines.check(f"{at} container {c['name']}", image.argv(c.get("command"), c.get("args")))
+        parsed, script = check_command(f"{at} container {c['name']}", c, container_argv(image, c.get("command"), c.get("args")))
         if server_invocation(parsed) is not None:
             server = c
             break
     if not server:
         report.fail(f"{at}: no container runs zabkeeper")
-        return
+        return None
     flags = server_invocation(parsed)
-    env = {e["name"]: e.get("value") for e in server.get("env") or []}
+    servers = [f for words, _, f in parsed if os.path.basename(words[0]) == "zabkeeper"]
+    hooks = {}
+    for hook, handler in sorted(((server.get("lifecycle") or {}).items())):
+        if "exec" in handler:
+            hooks[hook] = handler["exec"]["command"]
+            check_command(f"{at} {hook}", server, handler["exec"]["command"])
+    # Variables from a Secret or a field hold a placeholder when the binaries run.
+    env = {e["name"]: e["value"] if "value" in e else SECRET_PLACEHOLDER for e in server.get("env") or []}
     lines.check_env(at, sorted(env), configs.keys)
     if replicas > 1:
-        report.check("--id" not in flags and "ZABKEEPER_ID" not in env,
+        report.check(all("--id" not in f for f in servers) and "ZABKEEPER_ID" not in env,
                      f"{at}: no --id or ZABKEEPER_ID: each pod takes its id from its host name",
                      f"{at}: --id/ZABKEEPER_ID in a pod template gives every pod the same id")
     report.check(pod_spec.get("enableServiceLinks") is False,
@@ -146,27 +252,14 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
 
     config_path = flag_value(flags, "--config") or env.get("ZABKEEPER_CONFIG")
     mounts = server.get("volumeMounts") or []
-    volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates") or []}
 
-    def mount_of(path):
-        best = None
-        for m in mounts:
-            mp = m["mountPath"].rstrip("/")
-            if path == mp or path.startswith(mp + "/"):
-                if best is None or len(mp) > len(best["mountPath"].rstrip("/")):
-                    best = m
-        return best
-
     config = None
-    mount = mount_of(config_path or "")
-    volume = volumes.get(mount["name"]) if mount else None
-    config_maps = {c["metadata"]["name"]: c for c in by_kind.get("ConfigMap", [])}
-    if not volume or "configMap" not in volume or volume["configMap"]["name"] not in config_maps:
+    found = config_map_file(server, volumes, config_maps, config_path)
+    if not found:
         report.fail(f"{at}: --config {config_path} is not in a ConfigMap of {where}")
     else:
-        cm = config_maps[volume["configMap"]["name"]]
-        key = mount.get("subPath") or config_path[len(mount["mountPath"].rstrip("/")) + 1:]
+        cm, key = found
         text = (cm.get("data") or {}).get(key)
         if text is None:
             report.fail(f"{at}: ConfigMap/{cm['metadata']['name']} has no key {key} (for --config {config_path})")
@@ -178,11 +271,12 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
                                    needs_ruok=True)
     if config:
         data_dir = config.data.get("data_dir", "")
-        m = mount_of(data_dir)
+        m = mount_of(mounts, data_dir)
         report.check(m is not None and m["name"] in claims, f"{at}: data_dir {data_dir} is on volumeClaimTemplate {m and m['name']}",
                      f"{at}: data_dir {data_dir} is not on a volumeClaimTemplate ({sorted(claims)})")
         container_ports = {p["containerPort"]: p.get("name") for p in server.get("ports") or []}
-        for key in ("peer_addr", "grpc_addr", "client_addr", "metrics_addr"):
+        remote_admin = bool(config.data.get("admin_allow_remote"))
+        for key in ("peer_addr", "grpc_addr", "client_addr", "metrics_addr") + (("admin_addr",) if remote_admin else ()):
             ports = {config.port(i, key) for i in config.members} - {None}
             report.check(ports <= set(container_ports), f"{at}: {key} port {sorted(ports)} is a containerPort",
                          f"{at}: {key} ports {sorted(ports)} are not all containerPorts ({sorted(container_ports)})")
@@ -193,6 +287,8 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
                 report.check(target in names or target in container_ports,
                              f"{where} Service/{s['metadata']['name']} port {p['port']}: targets containerPort {target}",
                              f"{where} Service/{s['metadata']['name']} port {p['port']}: targetPort {target} is no containerPort of {server['name']}")
+        if remote_admin:
+            check_remote_admin(report, where, at, config, container_ports, labels, services, by_kind, env)
     for probe_name, kind in (("startupProbe", LIVENESS), ("livenessProbe", LIVENESS), ("readinessProbe", READINESS)):
         probe = server.get(probe_name)
         if not probe or "exec" not in probe:
@@ -201,3 +297,46 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
         p = Probe(f"{at} {probe_name}", kind, probe["exec"]["command"], probe.get("timeoutSeconds", 1))
         probes.append(p)
         check_probe_targets(report, p.where, p, config, 1, lines)
+    # What the live scaling check runs (checks/scaling.py).
+    if not (script and config and "preStop" in hooks):
+        return None
+    return {
+        "where": where, "statefulset": name, "service": peer_service, "replicas": replicas,
+        "config_mount": mount_of(mounts, config_path)["mountPath"],
+        "files": {k: v for k, v in (found[0].get("data") or {}).items()},
+        "env": env, "start": container_argv(image, server.get("command"), server.get("args")), "pre_stop": hooks["preStop"],
+        "grace_seconds": pod_spec.get("terminationGracePeriodSeconds", 30),
+        "admin_port": config.port(1, "admin_addr"), "grpc_port": config.port(1, "grpc_addr"),
+    }
+
+
+def check_remote_admin(report, where, at, config, container_ports, labels, services, by_kind, env):
+    """An admin API on the pod network: a token from the environment for the
+    server and for zkctl in the pod, reached by the members only (the
+    NetworkPolicy), in no Service."""
+    port = config.port(1, "admin_addr")
+    name = container_ports.get(port)
+    report.check("ZKCTL_ADMIN_TOKEN" in env or not ({"ZABKEEPER_ADMIN_TOKEN", "ZABKEEPER_ADMIN_TOKEN_FILE"} & set(env)),
+                 f"{at}: ZKCTL_ADMIN_TOKEN set beside the server's token (probes and scripts call zkctl admin)",
+                 f"{at}: the server's admin token is set but ZKCTL_ADMIN_TOKEN is not: zkctl in the pod (probes, scripts) is refused")
+    for s in services:
+        exposed = [p for p in s["spec"].get("ports", []) if p.get("targetPort", p["port"]) in (port, name)]
+        report.check(not exposed, f"{where} Service/{s['metadata']['name']}: does not expose the admin port {port}",
+                     f"{where} Service/{s['metadata']['name']}: exposes the admin port {port}")
+    policies = by_kind.get("NetworkPolicy", [])
+    if not policies:
+        report.fail(f"{where}: the admin API listens on the pod network (admin_allow_remote) and no NetworkPolicy limits who reaches it")
+        return
+    opened = []
+    for policy in policies:
+        for rule in policy["spec"].get("ingress") or []:
+            ports = [p.get("port") for p in rule.get("ports") or []]
+            if ports and port not in ports and (name is None or name not in ports):
+                continue
+            peers = rule.get("from") or []
+            members_only = bool(peers) and all(set(f) == {"podSelector"} and selects((f["podSelector"] or {}).get("matchLabels"), labels)
+                                               for f in peers)
+            if not members_only:
+                opened.append(f"NetworkPolicy/{policy['metadata']['name']} {'ports ' + str(ports) if ports else 'all ports'} from {peers or 'anywhere'}")
+    report.check(not opened, f"{where}: only the members reach the admin port {port} (NetworkPolicy)",
+                 f"{where}: the admin port {port} is open beyond the members: {'; '.join(opened)}")

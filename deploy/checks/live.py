@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import LIVENESS, READINESS, REPO, SCRIPT, clean_env, server_message
+from .common import LIVENESS, READINESS, REPO, SCRIPT, clean_env, loopback_up, server_message
 
 
 # Member 1, on the ports the probes dial.
@@ -80,20 +80,14 @@ def check_probes_live(report, binaries, probes, image_config):
 def probe_worker(spec_file):
     """Runs inside fresh network and UTS namespaces: the probes' fixed ports
     are free, and the host name is ours to set."""
-    import fcntl
     import socket
-    import struct
 
     spec = json.loads(Path(spec_file).read_text())
 
     def result(status, message):
         print("RESULT " + json.dumps([status, message]), flush=True)
 
-    # Bring up loopback (down in a new namespace), with no dependency on iproute2.
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    ifreq = struct.pack("16sH14s", b"lo", 0, b"\0" * 14)
-    flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifreq))[1]  # SIOCGIFFLAGS
-    fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b"\0" * 14))  # SIOCSIFFLAGS, IFF_UP
+    loopback_up()
     socket.sethostname("zk-0")
 
     with tempfile.TemporaryDirectory(prefix="deploy-check-live-") as tmp:
