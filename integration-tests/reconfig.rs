@@ -155,7 +155,20 @@ fn a_member_started_with_join_follows_and_is_added() {
     let line4 = ensemble.server_line(4, "participant");
     member(&ensemble, 1, &["add", &line4]).unwrap_or_else(|e| panic!("add refused: {e}"));
     rt.block_on(async {
-        assert_eq!(voters(&configuration(&ensemble, 4).await), vec![1, 2, 3, 4]);
+        let conf = configuration(&ensemble, 4).await;
+        assert_eq!(voters(&conf), vec![1, 2, 3, 4]);
+        // Its line had no place for its other addresses: the leader took
+        // them from what member 4 said of itself, and every member has them.
+        for id in [1, 4] {
+            let conf = configuration(&ensemble, id).await;
+            let four = conf.members.iter().find(|m| m.id == 4).expect("member 4 listed");
+            let admin = format!("admin={}", ensemble.admin(4));
+            assert!(four.endpoints.contains(&admin), "member {id} lists 4 with {:?}", four.endpoints);
+            assert!(conf.text.contains("zabkeeper.4="), "{}", conf.text);
+        }
+        let s = ensemble.status(1).await.expect("member 1 answers");
+        let four = s.members.iter().find(|m| m.id == 4).expect("status lists member 4");
+        assert_eq!(four.admin_addr, ensemble.admin(4), "status knows 4's admin address though 1's file does not");
         let c = connect(&ensemble.grpc(&[4])).await;
         c.create("/joined", b"4", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("a write through 4");
         c.close().await.expect("close");

@@ -301,6 +301,7 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
             accepted_epoch: 0,
             configuration: Vec::new(),
             peer_addr: String::new(),
+            endpoints: String::new(),
         };
         let status = raw.notify(claim).await.expect_err("a claim the certificate does not back");
         assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");

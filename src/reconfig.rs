@@ -103,6 +103,7 @@ pub async fn fetch_membership(
             participation: if m.role == "observer" { Participation::Observer } else { Participation::Participant },
             peer_address: m.peer_address,
             client_address: m.client_address,
+            endpoints: crate::members::Endpoints::parse(&m.endpoints).unwrap_or_default(),
         })
         .collect();
     Membership::new(members).map_err(|e| format!("{admin_addr} answered no configuration: {e}"))

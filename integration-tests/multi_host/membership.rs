@@ -53,10 +53,15 @@ fn settled(hosts: &Hosts, ids: &[u8], voters: &[u64], observers: &[u64]) -> u8 {
     leader
 }
 
-/// The ids `zkctl admin status --all` shows, asked of member `id`.
+/// The members `zkctl admin status --all` shows answering, asked of member
+/// `id`: each reached through the admin address the configuration gives it
+/// (a member added since its file was written said its own).
 fn status_all_ids(hosts: &Hosts, id: u8) -> BTreeSet<u64> {
     let out = hosts.admin(id, &["status", "--all"]).unwrap_or_else(|e| panic!("status --all on {id}: {e}"));
-    out.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["id"].as_u64()).collect()
+    let rows: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let unanswered: Vec<&serde_json::Value> = rows.iter().filter(|r| r.get("status").is_none()).collect();
+    assert!(unanswered.is_empty(), "status --all on {id}: {unanswered:?}");
+    rows.iter().filter_map(|r| r["id"].as_u64()).collect()
 }
 
 #[test]

@@ -117,8 +117,16 @@ impl pb::admin_server::Admin for AdminService {
         let r = self.handle.status_report().await.ok_or_else(unavailable)?;
         let config = &self.handle.config;
         // The members are the replicated configuration's (the shape the
-        // ensemble has now); the addresses it does not carry (gRPC, admin)
-        // come from this member's file, which may not list a member added since.
+        // ensemble has now); an address it does not know (a member added
+        // with a ZooKeeper line, whose leader had not heard from it) comes
+        // from this member's file, if that lists the member.
+        let known = |replicated: &str, file: Option<String>| {
+            if replicated.is_empty() {
+                file.unwrap_or_default()
+            } else {
+                replicated.to_string()
+            }
+        };
         let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
         let probes = configuration.members().map(|m| async move {
             let listed = config.members.iter().find(|f| f.id == m.id);
@@ -132,9 +140,12 @@ impl pb::admin_server::Admin for AdminService {
             pb::MemberInfo {
                 id: m.id,
                 peer_addr: peer_addr.map(|a| a.to_string()).unwrap_or_default(),
-                grpc_addr: listed.map(|f| f.grpc_addr.to_string()).unwrap_or_default(),
+                grpc_addr: known(&m.endpoints.grpc, listed.map(|f| f.grpc_addr.to_string())),
                 client_addr: m.client_address.clone(),
-                admin_addr: listed.and_then(|f| f.admin_addr.as_ref()).map(|a| a.to_string()).unwrap_or_default(),
+                admin_addr: known(
+                    &m.endpoints.admin,
+                    listed.and_then(|f| f.admin_addr.as_ref()).map(|a| a.to_string()),
+                ),
                 reachable,
                 is_self,
             }
@@ -490,6 +501,7 @@ fn configuration_reply(c: &Configuration) -> pb::ConfigurationReply {
                 role: m.participation.name().into(),
                 peer_address: m.peer_address.clone(),
                 client_address: m.client_address.clone(),
+                endpoints: m.endpoints.text(),
             })
             .collect()
     };

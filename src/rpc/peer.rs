@@ -61,9 +61,22 @@ pub fn links(
         next_stream: AtomicU64::new(1),
         tls: tls.clone(),
         heard: heard.clone(),
+        endpoints: Mutex::default(),
     };
     let own = addrs.get(&id).map(ToString::to_string).unwrap_or_default();
-    let transport = Transport { id, own, addrs, heard, handle, notifiers: HashMap::new(), follow: None, inbound, tls };
+    let own_endpoints = crate::server::endpoints_of(handle.config.me()).text();
+    let transport = Transport {
+        id,
+        own,
+        own_endpoints,
+        addrs,
+        heard,
+        handle,
+        notifiers: HashMap::new(),
+        follow: None,
+        inbound,
+        tls,
+    };
     (transport, service)
 }
 
@@ -112,6 +125,8 @@ pub struct Transport {
     id: ServerId,
     /// Our own peer address, told with each notification.
     own: String,
+    /// Where else we serve, told with each notification.
+    own_endpoints: String,
     addrs: HashMap<ServerId, HostPort>,
     heard: Heard,
     handle: Handle,
@@ -143,6 +158,7 @@ impl Transport {
     pub fn send(&mut self, to: ServerId, msg: Message) {
         if let Some(mut n) = peer_convert::notification_to_pb(self.id, &msg) {
             n.peer_addr.clone_from(&self.own);
+            n.endpoints.clone_from(&self.own_endpoints);
             self.notify(to, n);
         } else if msg.is_from_leader() {
             self.send_to_follower(to, &msg);
@@ -344,6 +360,8 @@ pub struct PeerService {
     next_stream: AtomicU64,
     tls: Option<Arc<PeerTls>>,
     heard: Heard,
+    /// The endpoints each member last said it has (told to the replica on a change).
+    endpoints: Mutex<HashMap<ServerId, String>>,
 }
 
 /// The certificates a caller showed, with where it called from.
@@ -379,6 +397,14 @@ impl pb::peer_server::Peer for PeerService {
         if let Some(addr) = claimed {
             // The latest claim: a member removed may come back on another host.
             lock_map(&self.heard).insert(from, addr);
+        }
+        let said = &request.get_ref().endpoints;
+        let changed = lock_map(&self.endpoints).get(&from) != Some(said);
+        if changed {
+            if let Ok(endpoints) = crate::members::Endpoints::parse(said) {
+                lock_map(&self.endpoints).insert(from, said.clone());
+                self.handle.input(Input::PeerEndpoints { from, endpoints }).await;
+            }
         }
         self.handle.input(Input::Peer { from, msg }).await;
         Ok(Response::new(pb::NotifyAck {}))

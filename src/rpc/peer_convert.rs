@@ -66,7 +66,9 @@ pub fn notification_to_pb(from: ServerId, msg: &Message) -> Option<pb::Notificat
         state: state as i32,
         accepted_epoch: 0,
         configuration: configuration.as_ref().map(codec::encode_value).unwrap_or_default(),
+        // Filled in by the transport, which knows them.
         peer_addr: String::new(),
+        endpoints: String::new(),
     })
 }
 

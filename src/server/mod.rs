@@ -109,6 +109,18 @@ pub fn member_line(m: &crate::config::Member) -> Member {
         participation,
         peer_address: format!("{peer}:{port}"),
         client_address: m.client_addr.as_ref().map(ToString::to_string).unwrap_or_default(),
+        endpoints: endpoints_of(m),
+    }
+}
+
+/// A member's addresses beyond ZooKeeper's line, from its `[[server]]` table.
+pub fn endpoints_of(m: &crate::config::Member) -> crate::members::Endpoints {
+    let text = |a: &Option<crate::config::HostPort>| a.as_ref().map(ToString::to_string).unwrap_or_default();
+    crate::members::Endpoints {
+        grpc: m.grpc_addr.to_string(),
+        admin: text(&m.admin_addr),
+        metrics: text(&m.metrics_addr),
+        secure_client: text(&m.secure_client_addr),
     }
 }
 

@@ -36,6 +36,70 @@ impl Participation {
     }
 }
 
+/// Where else a member serves, beyond what ZooKeeper's line holds: each
+/// `host:port`, empty when not served or not known. `/zookeeper/config`
+/// shows them as `zabkeeper.N=grpc=...;admin=...`, a key ZooKeeper's
+/// clients pass over; operators' tools and config files use them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Endpoints {
+    /// The gRPC session API.
+    pub grpc: String,
+    /// The admin API.
+    pub admin: String,
+    /// Prometheus metrics over HTTP.
+    pub metrics: String,
+    /// The ZooKeeper protocol over TLS.
+    pub secure_client: String,
+}
+
+impl Endpoints {
+    /// The names of the fields, in the order the text gives them.
+    const NAMES: [&'static str; 4] = ["grpc", "admin", "metrics", "secure_client"];
+
+    fn fields(&self) -> [&String; 4] {
+        [&self.grpc, &self.admin, &self.metrics, &self.secure_client]
+    }
+
+    /// Whether none is known.
+    pub fn is_empty(&self) -> bool {
+        self.fields().iter().all(|f| f.is_empty())
+    }
+
+    /// The value of a `zabkeeper.N=` line: `grpc=host:port;admin=host:port`,
+    /// the known ones only.
+    pub fn text(&self) -> String {
+        let known = Self::NAMES.iter().zip(self.fields()).filter(|(_, v)| !v.is_empty());
+        known.map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";")
+    }
+
+    /// A member's endpoints from a `zabkeeper.N=...` line; None when the
+    /// line is of another kind.
+    pub fn parse_line(line: &str) -> Option<Result<(ServerId, Endpoints), MembershipError>> {
+        let (key, value) = line.trim().split_once('=')?;
+        let id = key.trim().strip_prefix("zabkeeper.")?;
+        let bad = |why: String| MembershipError::BadLine { line: line.to_string(), why };
+        let id = id.parse::<ServerId>().map_err(|_| bad("the id is not a number".into()));
+        Some(id.and_then(|id| Ok((id, Endpoints::parse(value).map_err(bad)?))))
+    }
+
+    /// Endpoints from their [`Endpoints::text`].
+    pub fn parse(text: &str) -> Result<Endpoints, String> {
+        let mut endpoints = Endpoints::default();
+        for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, addr) = part.split_once('=').ok_or_else(|| format!("`{part}` is not name=host:port"))?;
+            let field = match name.trim() {
+                "grpc" => &mut endpoints.grpc,
+                "admin" => &mut endpoints.admin,
+                "metrics" => &mut endpoints.metrics,
+                "secure_client" => &mut endpoints.secure_client,
+                other => return Err(format!("`{other}` is none of {}", Self::NAMES.join(", "))),
+            };
+            *field = addr.trim().to_string();
+        }
+        Ok(endpoints)
+    }
+}
+
 /// One member: its id, how it takes part, and where it is reached.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Member {
@@ -48,6 +112,8 @@ pub struct Member {
     pub peer_address: String,
     /// Where clients reach it, carried verbatim (`[host:]port`).
     pub client_address: String,
+    /// Its other addresses, as far as known.
+    pub endpoints: Endpoints,
 }
 
 impl Member {
@@ -83,7 +149,8 @@ impl Member {
         if !client.is_empty() && client_port.parse::<u16>().is_err() {
             return Err(bad("the client address is not [host:]port"));
         }
-        Ok(Member { id, participation, peer_address: peer.to_string(), client_address: client.to_string() })
+        let (peer_address, client_address) = (peer.to_string(), client.to_string());
+        Ok(Member { id, participation, peer_address, client_address, endpoints: Endpoints::default() })
     }
 
     /// Where members reach it as `host:port`: the peer port of ZooKeeper's
@@ -150,6 +217,7 @@ impl Membership {
             participation,
             peer_address: String::new(),
             client_address: String::new(),
+            endpoints: Endpoints::default(),
         };
         let mut members: Vec<Member> = voters.iter().map(|&id| member(id, Participation::Participant)).collect();
         members
@@ -185,6 +253,30 @@ impl Membership {
     /// Every member, by id.
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// Fills in the endpoints of members that came without them (a
+    /// ZooKeeper server line has no place for them): from `before`, the
+    /// membership in force, when the member is there at the same peer
+    /// address, else from `reported` (what the member said of itself).
+    pub fn with_endpoints(
+        mut self,
+        before: &Membership,
+        reported: impl Fn(ServerId) -> Option<Endpoints>,
+    ) -> Membership {
+        for m in self.members.iter_mut().filter(|m| m.endpoints.is_empty()) {
+            let kept = before.get(m.id).filter(|b| b.peer_address == m.peer_address).map(|b| b.endpoints.clone());
+            if let Some(endpoints) = kept.filter(|e| !e.is_empty()).or_else(|| reported(m.id)) {
+                m.endpoints = endpoints;
+            }
+        }
+        self
+    }
+
+    /// The `zabkeeper.N=` lines of the members whose endpoints are known.
+    pub fn endpoints_text(&self) -> String {
+        let known = self.members.iter().filter(|m| !m.endpoints.is_empty());
+        known.map(|m| format!("zabkeeper.{}={}\n", m.id, m.endpoints.text())).collect()
     }
 
     /// The member with this id.
@@ -328,10 +420,11 @@ impl Configuration {
     }
 
     /// ZooKeeper's dynamic configuration text, as `/zookeeper/config` holds
-    /// it: one `server.N=` line per member of the current membership, then
+    /// it: one `server.N=` line per member of the current membership, a
+    /// `zabkeeper.N=` line for each whose other addresses are known, then
     /// `version=` in hex.
     pub fn zookeeper_text(&self) -> String {
-        format!("{}\nversion={:x}", self.current(), self.version.0)
+        format!("{}\n{}version={:x}", self.current(), self.current().endpoints_text(), self.version.0)
     }
 }
 
@@ -452,8 +545,13 @@ mod tests {
 
     #[test]
     fn a_membership_refuses_duplicates_and_no_voter() {
-        let m =
-            |id, participation| Member { id, participation, peer_address: "h:1:2".into(), client_address: "3".into() };
+        let m = |id, participation| Member {
+            id,
+            participation,
+            peer_address: "h:1:2".into(),
+            client_address: "3".into(),
+            endpoints: Endpoints::default(),
+        };
         assert_eq!(
             Membership::new(vec![m(1, Participation::Participant), m(1, Participation::Observer)]),
             Err(MembershipError::Duplicate(1))
@@ -463,5 +561,30 @@ mod tests {
         assert_eq!(ok.to_string(), "server.1=h:1:2:participant;3\nserver.2=h:1:2:observer;3");
         let conf = Configuration { version: Zxid::new(1, 0x1f), active: ok, next: None };
         assert!(conf.zookeeper_text().ends_with("\nversion=10000001f"));
+    }
+
+    #[test]
+    fn endpoints_read_back_as_written_and_are_kept_across_a_change_that_omits_them() {
+        let endpoints = Endpoints { grpc: "h:3181".into(), admin: "h:4181".into(), ..Endpoints::default() };
+        assert_eq!(endpoints.text(), "grpc=h:3181;admin=h:4181");
+        assert_eq!(Endpoints::parse_line("zabkeeper.4=grpc=h:3181;admin=h:4181").unwrap(), Ok((4, endpoints.clone())));
+        assert!(Endpoints::parse_line("server.4=h:1:1").is_none(), "a server line is not an endpoints line");
+        let bad = Endpoints::parse_line("zabkeeper.4=gprc=h:1").unwrap().unwrap_err().to_string();
+        assert!(bad.contains("gprc") && bad.contains("grpc, admin"), "{bad}");
+        let line = |text: &str| Member::parse(text).unwrap();
+        let mut one = line("server.1=h:1:1:participant;2");
+        one.endpoints = endpoints.clone();
+        let before = Membership::new(vec![one.clone(), line("server.2=g:1:1;2")]).unwrap();
+        let conf = Configuration { version: Zxid::new(1, 2), active: before.clone(), next: None };
+        assert_eq!(conf.zookeeper_text(), "server.1=h:1:1:participant;2\nserver.2=g:1:1:participant;2\nzabkeeper.1=grpc=h:3181;admin=h:4181\nversion=100000002");
+        // The same line handed back keeps them; a member moved or new takes
+        // what it reported of itself.
+        let reported = Endpoints { admin: "k:4181".into(), ..Endpoints::default() };
+        let next = Membership::new(vec![line("server.1=h:1:1;2"), line("server.2=k:1:1;2"), line("server.3=k:1:1;2")])
+            .unwrap()
+            .with_endpoints(&before, |id| (id != 3).then(|| reported.clone()));
+        assert_eq!(next.get(1).unwrap().endpoints, endpoints);
+        assert_eq!(next.get(2).unwrap().endpoints, reported, "moved: what it reported");
+        assert!(next.get(3).unwrap().endpoints.is_empty(), "nothing known");
     }
 }

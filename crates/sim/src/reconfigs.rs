@@ -64,7 +64,13 @@ impl Simulation {
                 break;
             }
             let participation = if i < voters { Participation::Participant } else { Participation::Observer };
-            members.push(Member { id, participation, peer_address: String::new(), client_address: String::new() });
+            members.push(Member {
+                id,
+                participation,
+                peer_address: String::new(),
+                client_address: String::new(),
+                endpoints: Default::default(),
+            });
         }
         let Ok(next) = Membership::new(members) else { return Ok(()) };
         let Some(replica) = self.nodes.get_mut(&leader).and_then(|n| n.replica.as_mut()) else { return Ok(()) };

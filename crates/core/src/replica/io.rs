@@ -84,6 +84,15 @@ pub enum Input {
         /// Below the reserve.
         low: bool,
     },
+    /// Another member said where else it serves (its gRPC, admin, metrics
+    /// addresses): filled into its line when a reconfiguration adds it
+    /// with a ZooKeeper server line, which has no place for them.
+    PeerEndpoints {
+        /// The member.
+        from: ServerId,
+        /// What it said.
+        endpoints: crate::members::Endpoints,
+    },
     /// A client wants a session.
     Connect {
         /// The new connection.

@@ -215,6 +215,8 @@ pub struct Replica {
     /// once its one transaction commits, so the client's next reconfig is
     /// not refused as one in progress.
     reconfig_waiting: Option<(SessionId, i32)>,
+    /// What other members said of their endpoints (see [`Input::PeerEndpoints`]).
+    peer_endpoints: std::collections::BTreeMap<ServerId, crate::members::Endpoints>,
 }
 
 /// A change to the tree, as the simulation's oracle sees it.
@@ -278,6 +280,7 @@ impl Replica {
             outputs: Vec::new(),
             applied_log: Vec::new(),
             reconfig_waiting: None,
+            peer_endpoints: Default::default(),
         };
         replica.drain_zab();
         replica
@@ -302,6 +305,9 @@ impl Replica {
             Input::LogPurged { log_floor } => self.zab.compact(log_floor),
             Input::SnapshotFailed => self.snapshots.failed(),
             Input::DiskSpace { low } => self.disk_low = low,
+            Input::PeerEndpoints { from, endpoints } => {
+                self.peer_endpoints.insert(from, endpoints);
+            }
             Input::Connect { conn, request, new_password, identities } => {
                 let until_tick = self.clock.ticks + self.config.catch_up_ticks;
                 self.conns.open(conn, request, until_tick, new_password, identities, self.clock.now_ms);
@@ -465,6 +471,7 @@ impl Replica {
                 limits: self.config.limits,
                 disk_low: self.disk_low,
                 reconfig_enabled: self.config.reconfig_enabled,
+                peer_endpoints: &self.peer_endpoints,
             };
             self.prep.run(env, self.config.tick_ms, self.clock.ticks);
         }

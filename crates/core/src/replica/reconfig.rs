@@ -4,7 +4,7 @@
 
 use super::Replica;
 use crate::ids::{ServerId, SessionId, Zxid};
-use crate::members::{Change, Configuration, Member, Membership, MembershipError};
+use crate::members::{Change, Configuration, Endpoints, Member, Membership, MembershipError};
 use crate::txn::{Txn, TxnBody};
 use crate::zab::{ProposeError, Role};
 
@@ -33,8 +33,13 @@ impl MemberChange {
 
     /// The first step of this change from `conf`, the configuration in
     /// force: the checks both the admin API and ZooKeeper's `reconfig` make
-    /// before the leader proposes it.
-    pub fn plan(&self, conf: &Configuration) -> Result<Change, ReconfigError> {
+    /// before the leader proposes it. New lines without endpoints take
+    /// those the member had at the same address, else what it `reported`.
+    pub fn plan(
+        &self,
+        conf: &Configuration,
+        reported: impl Fn(ServerId) -> Option<Endpoints>,
+    ) -> Result<Change, ReconfigError> {
         if self.is_empty() {
             return Err(ReconfigError::Empty);
         }
@@ -48,6 +53,7 @@ impl MemberChange {
             Some(all) => Membership::new(all.clone())?,
             None => conf.current().changed(&self.joining, &self.leaving, &self.promoted)?,
         };
+        let next = next.with_endpoints(conf.current(), reported);
         Ok(conf.enter(next))
     }
 }
@@ -108,7 +114,7 @@ impl Replica {
         if status.role != Role::Leading || !status.serving {
             return Err(ReconfigError::NotLeader { me: self.me(), leader: status.leader });
         }
-        let step = change.plan(self.zab.configuration())?;
+        let step = change.plan(self.zab.configuration(), |id| self.peer_endpoints.get(&id).cloned())?;
         self.propose_step(step)
     }
 

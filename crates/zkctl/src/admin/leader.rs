@@ -63,7 +63,7 @@ pub(super) async fn leader_admin_addr(server: &str, dialer: &Dialer) -> Result<S
     match member.map(|m| m.admin_addr.as_str()) {
         Some(addr) if !addr.is_empty() => Ok(addr.to_string()),
         _ => Err(ClientError::InvalidArgument(format!(
-            "member {} leads but has no admin_addr in the config: run this against its admin port",
+            "member {} leads, but its admin address is known neither to the configuration nor to the asked member's file: run this against its admin port",
             s.leader_id
         ))),
     }

@@ -94,10 +94,10 @@ pub(super) async fn member_command(
     Ok(Exit::Ok)
 }
 
-const HEADER: [&str; 4] = ["ID", "ROLE", "PEER", "CLIENT"];
+const HEADER: [&str; 5] = ["ID", "ROLE", "PEER", "CLIENT", "ENDPOINTS"];
 
 fn print_configuration(c: &pb::ConfigurationReply, out: &Printer) {
-    let member_json = |m: &pb::ConfigMember| json!({ "id": m.id, "role": m.role, "peer_address": m.peer_address, "client_address": m.client_address });
+    let member_json = |m: &pb::ConfigMember| json!({ "id": m.id, "role": m.role, "peer_address": m.peer_address, "client_address": m.client_address, "endpoints": m.endpoints });
     if out.json {
         out.doc(json!({
             "version": format!("{:x}", c.version),
@@ -110,7 +110,10 @@ fn print_configuration(c: &pb::ConfigurationReply, out: &Printer) {
     }
     let rows = |ms: &[pb::ConfigMember]| -> Vec<Vec<String>> {
         ms.iter()
-            .map(|m| vec![m.id.to_string(), m.role.clone(), m.peer_address.clone(), m.client_address.clone()])
+            .map(|m| {
+                let endpoints = if m.endpoints.is_empty() { "-".to_string() } else { m.endpoints.clone() };
+                vec![m.id.to_string(), m.role.clone(), m.peer_address.clone(), m.client_address.clone(), endpoints]
+            })
             .collect()
     };
     out.line(&format!("version {:x}{}", c.version, if c.joint { " (reconfiguration under way)" } else { "" }));

@@ -79,6 +79,8 @@ pub struct Env<'a> {
     pub disk_low: bool,
     /// ZooKeeper's `reconfig` is served (`reconfig_enabled`).
     pub reconfig_enabled: bool,
+    /// What other members said of their endpoints, for a reconfiguration's new lines.
+    pub peer_endpoints: &'a std::collections::BTreeMap<crate::ids::ServerId, crate::members::Endpoints>,
 }
 
 /// The leader's session tracker, session owners and queue of requests.
@@ -264,7 +266,7 @@ impl Prep {
     /// Prepares and proposes queued work while Zab has room. A sync whose
     /// turn comes waits for [`Prep::confirmed`].
     pub fn run(&mut self, env: Env<'_>, tick_ms: u64, now_tick: u64) {
-        let Env { zab, tree, now_ms, limits, disk_low, reconfig_enabled } = env;
+        let Env { zab, tree, now_ms, limits, disk_low, reconfig_enabled, peer_endpoints } = env;
         while !self.work.is_empty() {
             let Ok(zxid) = zab.next_zxid() else { break };
             let Some(work) = self.work.pop_front() else { break };
@@ -275,7 +277,8 @@ impl Prep {
                     } else if disk_low && op.grows_state() {
                         TxnBody::Error(ErrorCode::ThrottledOp)
                     } else if let crate::op::Op::Reconfig { .. } = op {
-                        reconfig::prepare(zab, tree, &identities, &op, reconfig_enabled)
+                        reconfig::prepare(zab, tree, &identities, &op, reconfig_enabled, peer_endpoints)
+                            .unwrap_or_else(TxnBody::Error)
                     } else {
                         let ctx = Context { session, identities: &identities, zxid, time_ms: now_ms, limits };
                         match self.pending_changes.prepare(tree, &ctx, &op) {
