@@ -177,4 +177,34 @@ fn a_member_started_with_join_follows_and_is_added() {
         assert_eq!(c.get_data("/joined").await.expect("read").0, b"4");
         c.close().await.expect("close");
     });
+    // Both files were rewritten to the configuration in force (comments and
+    // settings kept): member 4's lists the four and starts without --join,
+    // even with its data gone.
+    for (file, who, id) in [(&alone, "member 4's", 4), (&first, "the first three's", 1)] {
+        // Each member rewrites its file as it applies the change, which may
+        // be a moment after the leader answered.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let (text, ids) = loop {
+            let text = std::fs::read_to_string(file).expect("read the config file");
+            let config = zabkeeper::config::ServerConfig::parse(&text, Some(id));
+            let config = config.unwrap_or_else(|e| panic!("{who} file does not load: {e}\n{text}"));
+            let ids: Vec<u64> = config.members.iter().map(|m| m.id).collect();
+            if ids.len() == 4 || std::time::Instant::now() > deadline {
+                break (text, ids);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(ids, vec![1, 2, 3, 4], "{who} file:\n{text}");
+        assert!(text.starts_with("tick_ms = 50\n"), "{who} file keeps its settings:\n{text}");
+    }
+    ensemble.kill(4);
+    std::fs::remove_dir_all(ensemble.data_dir(4)).expect("remove member 4's data");
+    ensemble.spawn_with_config(4, &alone, &[]);
+    rt.block_on(async {
+        ensemble.wait_serving_async(&[1, 2, 3, 4], Duration::from_secs(30)).await;
+        let c = connect(&ensemble.grpc(&[4])).await;
+        c.sync("/joined").await.expect("sync");
+        assert_eq!(c.get_data("/joined").await.expect("read").0, b"4", "member 4 caught up from the others");
+        c.close().await.expect("close");
+    });
 }

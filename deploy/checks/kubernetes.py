@@ -251,6 +251,11 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
                  f"{at}: no resource requests")
 
     config_path = flag_value(flags, "--config") or env.get("ZABKEEPER_CONFIG")
+    if config_path and config_path.startswith("$") and env.get("ZABKEEPER_CONFIG"):
+        # A script's copy of the ConfigMap's file (which the member may
+        # rewrite after a reconfiguration): the file it copies is checked.
+        report.ok(f"{at}: --config {config_path} is the script's copy of ZABKEEPER_CONFIG {env['ZABKEEPER_CONFIG']}")
+        config_path = env["ZABKEEPER_CONFIG"]
     mounts = server.get("volumeMounts") or []
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates") or []}
 

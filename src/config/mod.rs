@@ -7,6 +7,7 @@
 
 pub mod address;
 mod overrides;
+pub mod rewrite;
 mod tls;
 
 pub use address::HostPort;
@@ -259,6 +260,9 @@ pub struct ServerConfig {
     pub joined: Option<crate::members::Membership>,
     /// TLS, when configured (`[tls]`), with this member's paths.
     pub tls: Option<TlsConfig>,
+    /// The file it was read from ([`ServerConfig::load`]): rewritten when
+    /// the replicated configuration changes ([`rewrite`]).
+    pub file: Option<PathBuf>,
 }
 
 /// What one client, one address or one session may hold. Each refusal is a
@@ -399,10 +403,12 @@ impl ServerConfig {
     pub fn load(path: &Path, sources: &Sources) -> Result<ServerConfig, ConfigError> {
         let text =
             std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
-        ServerConfig::parse_with(&text, sources).map_err(|e| match e {
+        let mut config = ServerConfig::parse_with(&text, sources).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
             other => other,
-        })
+        })?;
+        config.file = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// Parses and validates a config text for member `id` (may be omitted
@@ -570,9 +576,8 @@ impl ServerConfig {
             let data_dir = match (&m.data_dir, &file.data_dir) {
                 (Some(dir), _) => dir.clone(),
                 (None, Some(pattern)) => pattern.replace("{id}", &m.id.to_string()),
-                (None, None) => {
-                    return Err(invalid(key("data_dir"), "no data_dir for this server and no top-level data_dir"))
-                }
+                // Only this member's own is needed (checked once it is known).
+                (None, None) => String::new(),
             };
             let optional =
                 |field: &str, value: &Option<String>| value.as_deref().map(|a| parse_addr(&key(field), a)).transpose();
@@ -658,6 +663,10 @@ impl ServerConfig {
             return Err(invalid("server.role", "every member is an observer: at least one must vote"));
         }
         let id = pick_member(&members, sources)?;
+        if members.iter().any(|m| m.id == id && m.data_dir.as_os_str().is_empty()) {
+            let key = format!("server[id={id}].data_dir");
+            return Err(invalid(key, "no data_dir for this server and no top-level data_dir"));
+        }
         let tls = file.tls.as_ref().map(|t| t.resolve(id)).transpose()?;
         if tls.as_ref().is_some_and(|t| t.peer) {
             for m in &members {
@@ -686,6 +695,7 @@ impl ServerConfig {
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
             joined: None,
             tls,
+            file: None,
         })
     }
 

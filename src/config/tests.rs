@@ -187,3 +187,14 @@ fn reconfig_is_off_unless_enabled() {
     let on = ServerConfig::parse(&format!("reconfig_enabled = true\n{THREE}"), Some(1)).unwrap();
     assert!(on.reconfig_enabled);
 }
+
+#[test]
+fn only_this_members_data_dir_is_needed() {
+    // Another member's table, as a rewrite after a reconfiguration adds it,
+    // names no data directory: none of this member's business.
+    let text = "[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\ndata_dir = \"d1\"\n\
+                [[server]]\nid = 2\npeer_addr = \"127.0.0.1:3\"\ngrpc_addr = \"127.0.0.1:4\"\n";
+    assert_eq!(ServerConfig::parse(text, Some(1)).unwrap().me().data_dir, PathBuf::from("d1"));
+    let two = ServerConfig::parse(text, Some(2)).unwrap_err().to_string();
+    assert!(two.contains("server[id=2].data_dir") && two.contains("no data_dir"), "{two}");
+}

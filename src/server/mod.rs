@@ -201,6 +201,7 @@ pub fn start(
         position: Position::new(span.clone(), replica_epoch, replica_committed),
         disk,
         addresses_from: None,
+        file_written_for: None,
     };
     let task = tokio::spawn(async move {
         let result = owner.run(events_rx, shutdown).instrument(span).await;
@@ -239,6 +240,8 @@ struct Owner {
     /// The configuration the transport last learned addresses from
     /// (version, joint).
     addresses_from: Option<(Zxid, bool)>,
+    /// The configuration version the config file was last brought to.
+    file_written_for: Option<Zxid>,
 }
 
 /// A span naming the epoch and the committed zxid, replaced (not recorded
@@ -483,6 +486,29 @@ impl Owner {
             self.conns.remove(&conn);
         }
         self.learn_addresses();
+        self.rewrite_config_file();
+    }
+
+    /// Brings the config file to a reconfiguration once it is complete and
+    /// applied here (at start too: a member restarted with an older file).
+    /// Written in place, on this task: a small file, once per change, and
+    /// in order.
+    fn rewrite_config_file(&mut self) {
+        let Some(conf) = self.replica.tree().state().configuration() else { return };
+        if conf.is_joint() || self.file_written_for == Some(conf.version) {
+            return;
+        }
+        self.file_written_for = Some(conf.version);
+        let Some(path) = &self.config.file else { return };
+        match crate::config::rewrite::rewrite(path, self.config.id, conf.current()) {
+            Ok(true) => {
+                tracing::info!(version = %conf.version, file = %path.display(), "config file rewritten to the configuration in force")
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(version = %conf.version, error = %e, "config file not rewritten (the replicated configuration wins at start anyway)")
+            }
+        }
     }
 
     /// Teaches the transport where the members of the configuration in
