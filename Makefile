@@ -70,7 +70,8 @@ test-nemesis:
 ## observer, under writes. iptables (Debian's package) adds the loss and, with
 ## NFQUEUE, the delay where the kernel has no sch_netem.
 test-multi-host: network-tools
-	$(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture
+	@py=$$(.ci/python-env | tail -n 1) && \
+		ZABKEEPER_TEST_PYTHON=$$py $(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture
 
 ## Installs iproute2 and iptables (Debian) for test-multi-host.
 ## iproute2 (namespaces, veth, bridge, tc) and iptables, from Debian's packages.

@@ -288,15 +288,23 @@ fn write_certificates(dir: &std::path::Path, hosts: u8) {
     let key = rcgen::KeyPair::generate().expect("CA key");
     let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
     params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // Names of their own: OpenSSL (kazoo's) takes a certificate whose
+    // subject is its issuer's for a self-signed one, and rcgen's default
+    // name is the same for all.
+    let named = |name: &str| {
+        let mut dn = rcgen::DistinguishedName::new();
+        dn.push(rcgen::DnType::CommonName, name);
+        dn
+    };
+    params.distinguished_name = named("zabkeeper multi-host test CA");
     let ca = params.self_signed(&key).expect("CA");
     std::fs::write(dir.join("ca.pem"), ca.pem()).expect("write CA");
     let issuer = rcgen::Issuer::new(params, key);
     for host in 1..=hosts {
         let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::new(vec![format!("zk-{host}")])
-            .expect("params")
-            .signed_by(&key, &issuer)
-            .expect("sign");
+        let mut params = rcgen::CertificateParams::new(vec![format!("zk-{host}")]).expect("params");
+        params.distinguished_name = named(&format!("zk-{host}"));
+        let cert = params.signed_by(&key, &issuer).expect("sign");
         std::fs::write(dir.join(format!("host-{host}.pem")), cert.pem()).expect("write certificate");
         std::fs::write(dir.join(format!("host-{host}-key.pem")), key.serialize_pem()).expect("write key");
     }
