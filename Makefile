@@ -118,13 +118,13 @@ check-purity:
 run: build
 	@if [ -s $(RUN_DIR)/pids ]; then echo "an ensemble is already running (make stop first)"; exit 1; fi
 	@mkdir -p $(RUN_DIR)/logs
-	@# The members run on a copy: a reconfiguration rewrites it, never the checked-in file.
-	@[ -e $(RUN_DIR)/$(notdir $(CONFIG)) ] || cp $(CONFIG) $(RUN_DIR)/$(notdir $(CONFIG))
+	@# Each member runs on a copy of its own: a reconfiguration rewrites it, never the checked-in file.
 	@for id in $$(seq 1 $(NODES)); do \
-		nohup target/release/zabkeeper --config $(RUN_DIR)/$(notdir $(CONFIG)) --id $$id >$(RUN_DIR)/logs/zk$$id.log 2>&1 & \
+		[ -e $(RUN_DIR)/zk$$id.toml ] || cp $(CONFIG) $(RUN_DIR)/zk$$id.toml; \
+		nohup target/release/zabkeeper --config $(RUN_DIR)/zk$$id.toml --id $$id >$(RUN_DIR)/logs/zk$$id.log 2>&1 & \
 		echo $$! >>$(RUN_DIR)/pids; \
 	done
-	@echo "started $(NODES) server(s) from $(RUN_DIR)/$(notdir $(CONFIG)) (a copy of $(CONFIG)); logs in $(RUN_DIR)/logs, data in $(RUN_DIR)/data"
+	@echo "started $(NODES) server(s) from copies of $(CONFIG) ($(RUN_DIR)/zkN.toml); logs in $(RUN_DIR)/logs, data in $(RUN_DIR)/data"
 	@target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings
 	@echo "try: target/release/zkctl --server $$(target/release/zabkeeper --config $(CONFIG) --id 1 --print-connect-strings | sed -n 's/^grpc: //p') ls /"
 

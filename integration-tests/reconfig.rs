@@ -180,7 +180,8 @@ fn a_member_started_with_join_follows_and_is_added() {
     // Both files were rewritten to the configuration in force (comments and
     // settings kept): member 4's lists the four and starts without --join,
     // even with its data gone.
-    for (file, who, id) in [(&alone, "member 4's", 4), (&first, "the first three's", 1)] {
+    let (four, one) = (ensemble.member_config(4, &alone), ensemble.member_config(1, &first));
+    for (file, who, id) in [(&four, "member 4's", 4), (&one, "member 1's", 1)] {
         // Each member rewrites its file as it applies the change, which may
         // be a moment after the leader answered.
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -199,7 +200,7 @@ fn a_member_started_with_join_follows_and_is_added() {
     }
     ensemble.kill(4);
     std::fs::remove_dir_all(ensemble.data_dir(4)).expect("remove member 4's data");
-    ensemble.spawn_with_config(4, &alone, &[]);
+    ensemble.spawn_with_config(4, &four, &[]);
     rt.block_on(async {
         ensemble.wait_serving_async(&[1, 2, 3, 4], Duration::from_secs(30)).await;
         let c = connect(&ensemble.grpc(&[4])).await;

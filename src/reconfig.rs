@@ -77,8 +77,10 @@ pub async fn fetch_membership(
     let unreachable = |e: &dyn std::fmt::Display| format!("cannot reach the admin API at {admin_addr}: {e}");
     let tls = tls.filter(|t| t.admin);
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint =
-        tonic::transport::Endpoint::from_shared(format!("{scheme}://{admin_addr}")).map_err(|e| unreachable(&e))?;
+    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{admin_addr}"))
+        .map_err(|e| unreachable(&e))?
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(10));
     if let Some(files) = tls {
         let host = admin_addr.rsplit_once(':').map_or(admin_addr, |(host, _)| host);
         let config = crate::tls::dialing_config(files).map_err(|e| unreachable(&e))?;

@@ -182,8 +182,9 @@ pub struct PeerTls {
     /// The peer listener's side.
     pub server: Arc<ServerTls>,
     files: TlsConfig,
-    /// The names the config file sets explicitly (`peer_name`): they win.
-    explicit: HashMap<ServerId, String>,
+    /// The names the config file sets explicitly (`peer_name`), with the
+    /// peer host the file gives: they count while the member is still there.
+    explicit: HashMap<ServerId, (String, String)>,
     /// The host of each member's peer address in the configuration in
     /// force (the file's until the replicated one is known).
     names: RwLock<HashMap<ServerId, String>>,
@@ -195,7 +196,10 @@ impl PeerTls {
     /// member's certificate name.
     pub fn load(files: &TlsConfig, members: &[Member]) -> Result<Arc<PeerTls>, TlsError> {
         let server = ServerTls::load_with(files, &[b"h2"], true)?;
-        let explicit = members.iter().filter_map(|m| Some((m.id, m.peer_name.clone()?))).collect();
+        let explicit = members
+            .iter()
+            .filter_map(|m| Some((m.id, (m.peer_addr.host().to_string(), m.peer_name.clone()?))))
+            .collect();
         let names = RwLock::new(members.iter().map(|m| (m.id, m.peer_addr.host().to_string())).collect());
         let dialing = RwLock::new(dialing_config(files)?);
         Ok(Arc::new(PeerTls { server, files: files.clone(), explicit, names, dialing }))
@@ -228,25 +232,23 @@ impl PeerTls {
     }
 
     fn name(&self, id: ServerId) -> Option<String> {
-        let learned = || self.names.read().unwrap_or_else(PoisonError::into_inner).get(&id).cloned();
-        self.explicit.get(&id).cloned().or_else(learned)
+        let host = self.names.read().unwrap_or_else(PoisonError::into_inner).get(&id).cloned()?;
+        match self.explicit.get(&id) {
+            Some((file_host, name)) if *file_host == host => Some(name.clone()),
+            _ => Some(host),
+        }
     }
 
     /// Whether `certs`, the chain a caller showed (already verified against
-    /// the CA by the handshake), names member `from`, as it claims to be. A
-    /// caller in no configuration yet (a member joining) must carry the host
-    /// it says it is reached at, `claimed_host`: it has a certificate of the
-    /// ensemble's CA for where it runs, and it can only follow until added.
-    pub fn check(
-        &self,
-        from: ServerId,
-        certs: Option<&[CertificateDer<'_>]>,
-        claimed_host: Option<&str>,
-    ) -> Result<(), String> {
-        let name = self
-            .name(from)
-            .or_else(|| claimed_host.map(str::to_string))
-            .ok_or_else(|| format!("server {from} is not a member and said no address"))?;
+    /// the CA by the handshake), names member `from`, as it claims to be.
+    /// Only members of the configuration in force are let in: a certificate
+    /// of the CA alone (a client's, say) must not open a learner's stream,
+    /// which carries the whole tree. So under peer TLS a member is added
+    /// before it starts, and it is then checked against its line's host.
+    pub fn check(&self, from: ServerId, certs: Option<&[CertificateDer<'_>]>) -> Result<(), String> {
+        let name = self.name(from).ok_or_else(|| {
+            format!("server {from} is in no configuration in force (under peer TLS, add a member before it starts)")
+        })?;
         let leaf = certs.and_then(|c| c.first()).ok_or("no client certificate")?;
         certificate_names(leaf, &name).map_err(|e| format!("its certificate does not name member {from} ({name}): {e}"))
     }
@@ -321,29 +323,24 @@ mod tests {
         .unwrap();
         let peers = PeerTls::load(&files, &config.members).expect("loads");
         let cert = read_certs("cert_file", &files.cert_file).unwrap();
-        assert_eq!(peers.check(1, Some(&cert), None), Ok(()));
-        assert_eq!(peers.check(3, Some(&cert), None), Ok(()), "peer_name overrides the peer address's host");
-        let other = peers.check(2, Some(&cert), Some("localhost")).unwrap_err();
+        assert_eq!(peers.check(1, Some(&cert)), Ok(()));
+        assert_eq!(peers.check(3, Some(&cert)), Ok(()), "peer_name overrides the peer address's host");
+        let other = peers.check(2, Some(&cert)).unwrap_err();
+        assert!(other.contains("member 2") && other.contains("127.0.0.2"), "{other}");
+        assert!(peers.check(1, None).unwrap_err().contains("no client certificate"));
+        assert!(peers.check(9, Some(&cert)).unwrap_err().contains("no configuration"), "a stranger is refused");
+        // The configuration in force names each member by its peer host; the
+        // file's peer_name counts while the member is where the file says.
+        peers.learn([(1, "localhost"), (2, "localhost"), (3, "127.0.0.3"), (9, "localhost")]);
+        assert_eq!(peers.check(9, Some(&cert)), Ok(()), "member 9 added at localhost");
+        assert_eq!(peers.check(2, Some(&cert)), Ok(()), "member 2 moved to localhost");
+        assert_eq!(peers.check(3, Some(&cert)), Ok(()), "peer_name still counts at the file's host");
+        peers.learn([(1, "localhost"), (3, "127.0.0.33")]);
         assert!(
-            other.contains("member 2") && other.contains("127.0.0.2"),
-            "the file's name wins over a claim: {other}"
+            peers.check(3, Some(&cert)).unwrap_err().contains("127.0.0.33"),
+            "moved: its peer_name no longer counts"
         );
-        assert!(peers.check(1, None, None).unwrap_err().contains("no client certificate"));
-        assert!(peers.check(9, Some(&cert), None).unwrap_err().contains("not a member"));
-        // A member joining is checked against the host it says it is at,
-        // and once the configuration names it, against that.
-        assert_eq!(peers.check(9, Some(&cert), Some("localhost")), Ok(()));
-        assert!(peers.check(9, Some(&cert), Some("127.0.0.9")).unwrap_err().contains("127.0.0.9"));
-        // The configuration in force names each member by its peer host;
-        // the file's explicit peer_name still wins.
-        peers.learn([(1, "localhost"), (2, "localhost"), (3, "127.0.0.3"), (9, "127.0.0.9")]);
-        assert!(peers.check(9, Some(&cert), Some("localhost")).unwrap_err().contains("127.0.0.9"));
-        assert_eq!(peers.check(2, Some(&cert), None), Ok(()), "member 2 moved to localhost");
-        assert_eq!(peers.check(3, Some(&cert), None), Ok(()), "peer_name still overrides");
-        // A member removed and joining again elsewhere is judged by its claim.
-        peers.learn([(1, "localhost")]);
-        assert_eq!(peers.check(2, Some(&cert), Some("localhost")), Ok(()));
-        assert!(peers.check(2, Some(&cert), Some("127.0.0.2")).is_err());
+        assert!(peers.check(2, Some(&cert)).is_err(), "removed: refused");
         assert!(peers.server.acceptor().config().alpn_protocols == vec![b"h2".to_vec()]);
     }
 

@@ -1,11 +1,12 @@
-//! The ensemble changes shape while a writer writes: members join from new
-//! hosts with `--join`, are added, removed, replaced and promoted with
-//! `zkctl admin member`, all over TLS (peer, admin, client).
+//! The ensemble changes shape while a writer writes: members are added with
+//! `zkctl admin member` and start on new hosts with `--join` (peer TLS lets
+//! in only members of the configuration), are removed, replaced and
+//! promoted, all over TLS (peer, admin, client).
 
 use super::hosts::Hosts;
 use super::netns::Network;
 use super::support;
-use super::workers;
+use super::workers::{self, Writer};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -24,11 +25,20 @@ fn line(id: u8, host: u8, role: &str) -> String {
     format!("server.{id}=zk-{host}:2888:2888:{role};")
 }
 
-/// Asks member `via` to change the membership; panics with its answer if refused.
-fn change(hosts: &Hosts, via: u8, args: &[&str]) {
-    if let Err(e) = hosts.admin(via, &[&["member"], args].concat()) {
-        panic!("member {args:?} through {via}: {e}");
-    }
+/// Asks member `via` to change the membership (panics with its answer if
+/// refused), and says how long the change took and the writer's longest
+/// wait between two acknowledgements, from the last before it to the fifth after.
+fn change(hosts: &Hosts, writer: &Writer, via: u8, args: &[&str]) {
+    let before = writer.acks().len();
+    let out = hosts
+        .admin(via, &[&["member"], args].concat())
+        .unwrap_or_else(|e| panic!("member {args:?} through {via}: {e}"));
+    let docs = out.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok());
+    let took = docs.filter_map(|d| d["took_ms"].as_u64()).next_back();
+    writer.wait_acks(5, CONVERGE);
+    let acks = writer.acks();
+    let pause = acks[before.saturating_sub(1)..].windows(2).map(|w| w[1].0 - w[0].0).max();
+    eprintln!("  member {}: took {took:?} ms, longest wait between the writer's acks {pause:?}", args.join(" "));
 }
 
 /// The voters and observers of the configuration, as member `id` lists it.
@@ -58,13 +68,20 @@ fn settled(hosts: &Hosts, ids: &[u8], voters: &[u64], observers: &[u64]) -> u8 {
 
 /// The members `zkctl admin status --all` shows answering, asked of member
 /// `id`: each reached through the admin address the configuration gives it
-/// (a member added since its file was written said its own).
+/// (a member added since, with a line that has no place for it, told its
+/// own, and the leader recorded it: waited for, bounded).
 fn status_all_ids(hosts: &Hosts, id: u8) -> BTreeSet<u64> {
-    let out = hosts.admin(id, &["status", "--all"]).unwrap_or_else(|e| panic!("status --all on {id}: {e}"));
-    let rows: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    let unanswered: Vec<&serde_json::Value> = rows.iter().filter(|r| r.get("status").is_none()).collect();
-    assert!(unanswered.is_empty(), "status --all on {id}: {unanswered:?}");
-    rows.iter().filter_map(|r| r["id"].as_u64()).collect()
+    let deadline = std::time::Instant::now() + CONVERGE;
+    loop {
+        let out = hosts.admin(id, &["status", "--all"]).unwrap_or_else(|e| panic!("status --all on {id}: {e}"));
+        let rows: Vec<serde_json::Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let unanswered: Vec<&serde_json::Value> = rows.iter().filter(|r| r.get("status").is_none()).collect();
+        if unanswered.is_empty() {
+            return rows.iter().filter_map(|r| r["id"].as_u64()).collect();
+        }
+        assert!(std::time::Instant::now() < deadline, "status --all on {id}: {unanswered:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// A kazoo session in the client host (`kazoo_session.py`), over TLS to
@@ -142,11 +159,11 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     let writer = hosts.writer("membership", &[1, 2, 3]);
     let kazoo = KazooSession::start(&hosts).map_err(|why| eprintln!("kazoo session skipped: {why}")).ok();
 
-    // Grow 3 -> 5: two members join from new hosts, follow, and are added.
+    // Grow 3 -> 5: two members are added, then start on new hosts with
+    // --join (under peer TLS a member is let in once the configuration names it).
+    change(&hosts, &writer, 1, &["add", &line(4, 4, "participant"), &line(5, 5, "participant")]);
     hosts.join(4, 4, 1);
     hosts.join(5, 5, 2);
-    hosts.converged(&[1, 2, 3, 4, 5], false, CONVERGE);
-    change(&hosts, 1, &["add", &line(4, 4, "participant"), &line(5, 5, "participant")]);
     let leader = settled(&hosts, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5], &[]);
     writer.wait_acks(20, CONVERGE);
     assert_eq!(status_all_ids(&hosts, 4), BTreeSet::from([1, 2, 3, 4, 5]), "status --all shows five");
@@ -155,7 +172,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     // Shrink 5 -> 3: remove two (the leader among them if it is one), then stop them.
     let leaving: Vec<u8> = if leader >= 4 { vec![leader, 9 - leader] } else { vec![4, 5] };
     let ask = [1u8, 2, 3].into_iter().find(|id| !leaving.contains(id)).expect("a member that stays");
-    change(&hosts, ask, &["remove", &leaving[0].to_string(), &leaving[1].to_string()]);
+    change(&hosts, &writer, ask, &["remove", &leaving[0].to_string(), &leaving[1].to_string()]);
     for &id in &leaving {
         hosts.terminate(id);
     }
@@ -167,9 +184,9 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     let dead = [1u8, 2, 3].into_iter().find(|&id| id != leader).expect("a follower");
     hosts.kill(dead);
     let rest: Vec<u8> = [1u8, 2, 3].into_iter().filter(|&id| id != dead).collect();
-    change(&hosts, leader, &["remove", &dead.to_string()]);
+    change(&hosts, &writer, leader, &["remove", &dead.to_string()]);
+    change(&hosts, &writer, leader, &["add", &line(dead, 6, "participant")]);
     hosts.join(dead, 6, leader);
-    change(&hosts, leader, &["add", &line(dead, 6, "participant")]);
     let leader = settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("member {dead} replaced by host zk-6 under the same id; member {leader} leads");
@@ -177,23 +194,23 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     // Another dies: a member with a new id takes its place, on host 4.
     let dead = [1u8, 2, 3].into_iter().find(|&id| id != leader && hosts.host(id) != 6).unwrap_or(rest[0]);
     hosts.kill(dead);
-    change(&hosts, leader, &["remove", &dead.to_string()]);
+    change(&hosts, &writer, leader, &["remove", &dead.to_string()]);
+    change(&hosts, &writer, leader, &["add", &line(7, 4, "participant")]);
     hosts.join(7, 4, leader);
-    change(&hosts, leader, &["add", &line(7, 4, "participant")]);
     let mut voters: Vec<u8> = [1u8, 2, 3, 7].into_iter().filter(|&id| id != dead).collect();
     let leader = settled(&hosts, &voters, &voters.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(), &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("member {dead} replaced by member 7 on host zk-4; member {leader} leads");
 
     // An observer joins on host 5 (it serves reads), then is promoted.
+    change(&hosts, &writer, leader, &["add", &line(8, 5, "observer")]);
     hosts.join(8, 5, leader);
-    change(&hosts, leader, &["add", &line(8, 5, "observer")]);
     let mut all = voters.clone();
     all.push(8);
     let as_u64 = |ids: &[u8]| ids.iter().map(|&id| u64::from(id)).collect::<Vec<u64>>();
     settled(&hosts, &all, &as_u64(&voters), &[8]);
     writer.wait_acks(20, CONVERGE);
-    change(&hosts, leader, &["promote", "8"]);
+    change(&hosts, &writer, leader, &["promote", "8"]);
     voters.push(8);
     let leader = settled(&hosts, &all, &as_u64(&voters), &[]);
     writer.wait_acks(20, CONVERGE);

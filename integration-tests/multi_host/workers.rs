@@ -219,8 +219,9 @@ fn writer_worker(label: &str, servers: &str, ca: &str) {
                 Ok(_) => {}
                 Err(zk::Error::NodeExists) if retry => {}
                 // A server that stops answering (its link cut) is the crate's
-                // "no response from connection": ZooKeeper's ConnectionLoss.
-                Err(e) if e == zk::Error::ConnectionLoss || e.to_string().contains("no response from connection") => {
+                // "no response from connection", one killed under it a reset
+                // connection: both ZooKeeper's ConnectionLoss.
+                Err(e) if e == zk::Error::ConnectionLoss || is_connection_loss(&e.to_string()) => {
                     WorkerEvent::Loss(n).say();
                     retry = true;
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -235,6 +236,11 @@ fn writer_worker(label: &str, servers: &str, ca: &str) {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     });
+}
+
+/// Whether the crate's error text is a connection lost under a request.
+fn is_connection_loss(text: &str) -> bool {
+    ["no response from connection", "Connection reset by peer", "Broken pipe"].iter().any(|t| text.contains(t))
 }
 
 /// The delayer: holds every packet netfilter queues to it (queue 0) for

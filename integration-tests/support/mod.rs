@@ -225,12 +225,24 @@ impl Ensemble {
 
     /// Starts member `id` from the config file `config` (one written by
     /// [`Ensemble::config_of`], say) and waits for its "ready" line (bounded).
+    /// It runs on a copy of its own made now ([`Ensemble::member_config`]),
+    /// as a member on a host of its own has a file of its own: a member
+    /// rewrites its file after a reconfiguration, and one removed must still
+    /// find itself in the file it restarts on.
     pub fn spawn_with_config(&mut self, id: u64, config: &Path, env: &[(&str, &str)]) {
         let log = self.dir.path().join(format!("zk{id}.log"));
+        let own = self.member_config(id, config);
+        std::fs::copy(config, &own).expect("copy the config file");
         let mut command = Command::new(server_binary());
-        command.arg("--config").arg(config).arg("--id").arg(id.to_string()).envs(env.iter().copied());
+        command.arg("--config").arg(&own).arg("--id").arg(id.to_string()).envs(env.iter().copied());
         let child = start_member(command, id, &log);
         self.member(id).child = Some(child);
+    }
+
+    /// Member `id`'s own copy of `config`, the file it runs on.
+    pub fn member_config(&self, id: u64, config: &Path) -> PathBuf {
+        let name = config.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        self.dir.path().join(format!("member-{id}-{name}"))
     }
 
     /// Writes (as `name`) the config file of an ensemble of these members

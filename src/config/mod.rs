@@ -568,6 +568,10 @@ impl ServerConfig {
             None => None,
         };
         let mut members = Vec::new();
+        // What only this member's own table must satisfy (what it listens
+        // on): another's is that member's business, and a table a rewrite
+        // added after a reconfiguration may not satisfy it here.
+        let mut own_only: Vec<(ServerId, ConfigError)> = Vec::new();
         for (i, m) in file.server.iter().enumerate() {
             if !(1..=254).contains(&m.id) {
                 return Err(invalid(format!("server[{i}].id"), format!("must be within 1..=254, got {}", m.id)));
@@ -588,7 +592,8 @@ impl ServerConfig {
             let metrics_addr = optional("metrics_addr", &m.metrics_addr)?;
             let secure_client_addr = optional("secure_client_addr", &m.secure_client_addr)?;
             if secure_client_addr.is_some() && file.tls.is_none() {
-                return Err(invalid(key("secure_client_addr"), "needs a [tls] section with cert_file and key_file"));
+                let why = "needs a [tls] section with cert_file and key_file";
+                own_only.push((m.id, invalid(key("secure_client_addr"), why)));
             }
             // An explicit `*_bind` wins; else `bind_host` at the advertised
             // port (never for the admin API, which stays where it is put);
@@ -622,11 +627,14 @@ impl ServerConfig {
             if let Some(addr) = &binds.admin {
                 if !addr.is_loopback() && !admin_allow_remote {
                     let field = if m.admin_bind.is_some() { "admin_bind" } else { "admin_addr" };
-                    return Err(invalid(
-                        key(field),
-                        format!(
-                            "{addr} is not a loopback address: the admin API can take snapshots and purge, so it \
-                             stays on loopback unless `admin_allow_remote = true` (set `admin_token` too)"
+                    own_only.push((
+                        m.id,
+                        invalid(
+                            key(field),
+                            format!(
+                                "{addr} is not a loopback address: the admin API can take snapshots and purge, so \
+                                 it stays on loopback unless `admin_allow_remote = true` (set `admin_token` too)"
+                            ),
                         ),
                     ));
                 }
@@ -663,6 +671,9 @@ impl ServerConfig {
             return Err(invalid("server.role", "every member is an observer: at least one must vote"));
         }
         let id = pick_member(&members, sources)?;
+        if let Some((_, e)) = own_only.into_iter().find(|(of, _)| *of == id) {
+            return Err(e);
+        }
         if members.iter().any(|m| m.id == id && m.data_dir.as_os_str().is_empty()) {
             let key = format!("server[id={id}].data_dir");
             return Err(invalid(key, "no data_dir for this server and no top-level data_dir"));

@@ -33,9 +33,10 @@ pub enum RewriteError {
     },
 }
 
-/// Rewrites the `[[server]]` tables of the file at `path` to `members`
-/// (member `me` keeps its table even when removed: it still runs on it).
-/// Returns whether the file changed.
+/// Rewrites the `[[server]]` tables of the file at `path` to `members`.
+/// Member `me` keeps its own table as the operator wrote it (its addresses
+/// are what it listens on; only its role follows), even when removed: it
+/// still runs on it. Returns whether the file changed.
 pub fn rewrite(path: &Path, me: ServerId, members: &Membership) -> Result<bool, RewriteError> {
     let shown = path.display().to_string();
     let io = |source| RewriteError::Io { path: shown.clone(), source };
@@ -44,12 +45,25 @@ pub fn rewrite(path: &Path, me: ServerId, members: &Membership) -> Result<bool, 
     if after == before {
         return Ok(false);
     }
-    // Beside it, then renamed over it, so a crash leaves one or the other.
+    // Beside it with its permissions (it may hold admin_token or
+    // super_digest), synced, then renamed over it, so a crash leaves one or
+    // the other; a temporary left by a crash is replaced, never written through.
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let temporary = path.with_file_name(format!(".{name}.{me}.rewrite"));
-    let mut file = std::fs::File::create(&temporary).map_err(io)?;
-    file.write_all(after.as_bytes()).and_then(|()| file.sync_all()).map_err(io)?;
-    std::fs::rename(&temporary, path).map_err(|e| {
+    let permissions = std::fs::metadata(path).map_err(io)?.permissions();
+    let _ = std::fs::remove_file(&temporary);
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temporary)?;
+        file.set_permissions(permissions)?;
+        file.write_all(after.as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => std::fs::File::open(dir)?.sync_all(),
+            None => std::fs::File::open(".")?.sync_all(),
+        }
+    })();
+    written.map_err(|e| {
         let _ = std::fs::remove_file(&temporary);
         io(e)
     })?;
@@ -66,10 +80,20 @@ pub fn rewritten(text: &str, me: ServerId, members: &Membership) -> Result<Strin
     let id_of = |t: &Table| t.get("id").and_then(Item::as_integer).and_then(|id| u64::try_from(id).ok());
     servers.retain(|t| id_of(t).is_some_and(|id| id == me || members.get(id).is_some()));
     for table in servers.iter_mut() {
-        if let Some(m) = id_of(table).and_then(|id| members.get(id)) {
-            update(table, m);
+        match id_of(table).and_then(|id| members.get(id)) {
+            Some(m) if m.id == me => set_role(table, m),
+            Some(m) => update(table, m),
+            None => {}
         }
     }
+    // A member moved to where nobody told its gRPC address: its table would not load.
+    servers.retain(|t| {
+        let keep = t.get("grpc_addr").is_some();
+        if !keep {
+            tracing::warn!(member = ?id_of(t), "dropped from the config file: its gRPC address is not known");
+        }
+        keep
+    });
     let listed: Vec<u64> = servers.iter().filter_map(id_of).collect();
     for m in members.members().iter().filter(|m| !listed.contains(&m.id)) {
         let mut table = Table::new();
@@ -86,16 +110,19 @@ pub fn rewritten(text: &str, me: ServerId, members: &Membership) -> Result<Strin
 }
 
 /// Sets what the configuration says of `m` where the table says otherwise.
+/// A member moved to another peer address takes none of its old table's
+/// addresses along: what the configuration does not know of it is dropped.
 fn update(table: &mut Table, m: &Member) {
-    let role = match (m.participation, table.get("role").and_then(Item::as_str)) {
-        (Participation::Observer, _) => "observer",
-        // A voter's table may leave the role out.
-        (Participation::Participant, Some(_)) => "participant",
-        (Participation::Participant, None) => "",
-    };
+    let peer = m.peer_host_port().unwrap_or_default();
+    if !peer.is_empty() && table.get("peer_addr").and_then(Item::as_str) != Some(peer.as_str()) {
+        let addresses = ["client_addr", "grpc_addr", "admin_addr", "metrics_addr", "secure_client_addr", "peer_name"];
+        let binds = ["peer_bind", "grpc_bind", "client_bind", "admin_bind", "metrics_bind", "secure_client_bind"];
+        for key in addresses.into_iter().chain(binds) {
+            table.remove(key);
+        }
+    }
     // A client address given as a bare port has no host to write.
     let client = if m.client_address.contains(':') { m.client_address.as_str() } else { "" };
-    let peer = m.peer_host_port().unwrap_or_default();
     let wanted = [
         ("peer_addr", peer.as_str()),
         ("client_addr", client),
@@ -103,12 +130,25 @@ fn update(table: &mut Table, m: &Member) {
         ("admin_addr", &m.endpoints.admin),
         ("metrics_addr", &m.endpoints.metrics),
         ("secure_client_addr", &m.endpoints.secure_client),
-        ("role", role),
     ];
     for (key, wanted) in wanted {
         if !wanted.is_empty() && table.get(key).and_then(Item::as_str) != Some(wanted) {
             table.insert(key, value(wanted));
         }
+    }
+    set_role(table, m);
+}
+
+/// The table's role, as the configuration has it (a voter's may be left out).
+fn set_role(table: &mut Table, m: &Member) {
+    let role = table.get("role").and_then(Item::as_str);
+    let wanted = match (m.participation, role) {
+        (Participation::Observer, _) => "observer",
+        (Participation::Participant, Some(_)) => "participant",
+        (Participation::Participant, None) => return,
+    };
+    if role != Some(wanted) {
+        table.insert("role", value(wanted));
     }
 }
 
@@ -159,6 +199,37 @@ mod tests {
         let ids: Vec<u64> = config.members.iter().map(|m| m.id).collect();
         assert_eq!(ids, vec![1, 2], "5 has no gRPC address to write");
         assert!(rewritten("id = 1", 1, &members).unwrap_err().contains("no [[server]]"));
+    }
+
+    #[test]
+    fn its_own_table_keeps_its_addresses_and_a_moved_member_drops_its_old_ones() {
+        let mut one = member("server.1=x:1:1:observer", "x:2");
+        one.endpoints.admin = "x:3".into();
+        // 2 moved with nothing known but its peer address, 3 moved with its gRPC address.
+        let members =
+            Membership::new(vec![one, member("server.2=y:1:1", ""), member("server.3=z:1:1", "z:2")]).unwrap();
+        let text = rewritten(FILE, 1, &members).unwrap();
+        let config = ServerConfig::parse(&text, Some(1)).expect("loads");
+        let ids: Vec<u64> = config.members.iter().map(|m| m.id).collect();
+        assert_eq!(ids, vec![1, 3], "2's table would not load without a gRPC address: {text}");
+        let (own, moved) = (&config.members[0], &config.members[1]);
+        assert_eq!((own.peer_addr.to_string(), own.grpc_addr.to_string()), ("a:1".into(), "a:2".into()), "{text}");
+        assert_eq!(own.role, MemberRole::Observer, "only its role follows the configuration");
+        assert_eq!((moved.peer_addr.to_string(), moved.grpc_addr.to_string()), ("z:1".into(), "z:2".into()));
+        assert_eq!(moved.data_dir.to_str(), Some("/disk3"), "what is not an address stays");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_rewritten_file_keeps_its_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zabkeeper.toml");
+        std::fs::write(&path, FILE).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let members = Membership::new(vec![member("server.1=a:1:1", "a:2")]).unwrap();
+        assert!(rewrite(&path, 1, &members).unwrap());
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

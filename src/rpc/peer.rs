@@ -377,9 +377,9 @@ impl Caller {
 
     /// Under peer TLS, whether the caller's certificate names `from`, the
     /// member it claims to be; a refusal is logged.
-    fn authenticate(&self, tls: Option<&PeerTls>, from: ServerId, claimed: Option<&HostPort>) -> Result<(), String> {
+    fn authenticate(&self, tls: Option<&PeerTls>, from: ServerId) -> Result<(), String> {
         let Some(tls) = tls else { return Ok(()) };
-        tls.check(from, self.certs.as_deref().map(Vec::as_slice), claimed.map(HostPort::host)).inspect_err(|reason| {
+        tls.check(from, self.certs.as_deref().map(Vec::as_slice)).inspect_err(|reason| {
             tracing::warn!(claimed = from, remote = ?self.remote, %reason, "peer refused");
         })
     }
@@ -392,18 +392,22 @@ impl pb::peer_server::Peer for PeerService {
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
         let claimed = HostPort::parse(&request.get_ref().peer_addr).ok();
         Caller::of(&request)
-            .authenticate(self.tls.as_deref(), from, claimed.as_ref())
+            .authenticate(self.tls.as_deref(), from)
             .map_err(|reason| tonic::Status::unauthenticated(format!("refused as member {from}: {reason}")))?;
-        if let Some(addr) = claimed {
+        if let Some(addr) = claimed.filter(|_| from <= crate::members::MAX_SERVER_ID) {
             // The latest claim: a member removed may come back on another host.
             lock_map(&self.heard).insert(from, addr);
         }
         let said = &request.get_ref().endpoints;
-        let changed = lock_map(&self.endpoints).get(&from) != Some(said);
+        // Kept for ids a member can have (1..=254), each a few hundred
+        // bytes: what a stranger says cannot grow these maps without bound.
+        let told = from <= crate::members::MAX_SERVER_ID && said.len() <= 1024;
+        let changed = told && lock_map(&self.endpoints).get(&from) != Some(said);
         if changed {
             if let Ok(endpoints) = crate::members::Endpoints::parse(said) {
                 lock_map(&self.endpoints).insert(from, said.clone());
-                self.handle.input(Input::PeerEndpoints { from, endpoints }).await;
+                let peer = request.get_ref().peer_addr.clone();
+                self.handle.input(Input::PeerEndpoints { from, peer, endpoints }).await;
             }
         }
         self.handle.input(Input::Peer { from, msg }).await;
@@ -437,7 +441,6 @@ impl pb::peer_server::Peer for PeerService {
         let handle = self.handle.clone();
         let inbound = self.inbound.clone();
         let deliveries = self.deliveries.clone();
-        let heard = self.heard.clone();
         tokio::spawn(async move {
             let mut follower: Option<(ServerId, DeliveryTurn)> = None;
             let mut batch_tx = Some(batch_tx);
@@ -457,8 +460,7 @@ impl pb::peer_server::Peer for PeerService {
                 let turn = match &follower {
                     Some((_, turn)) => turn.clone(),
                     None => {
-                        let claimed = lock_map(&heard).get(&from).cloned();
-                        if caller.authenticate(tls.as_deref(), from, claimed.as_ref()).is_err() {
+                        if caller.authenticate(tls.as_deref(), from).is_err() {
                             break;
                         }
                         let turn = lock_map(&deliveries).entry(from).or_default().clone();

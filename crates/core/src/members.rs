@@ -78,7 +78,8 @@ impl Endpoints {
         let (key, value) = line.trim().split_once('=')?;
         let id = key.trim().strip_prefix("zabkeeper.")?;
         let bad = |why: String| MembershipError::BadLine { line: line.to_string(), why };
-        let id = id.parse::<ServerId>().map_err(|_| bad("the id is not a number".into()));
+        let id = id.parse::<ServerId>().ok().filter(|id| (1..=MAX_SERVER_ID).contains(id));
+        let id = id.ok_or_else(|| bad("the id is not a number within 1..=254".into()));
         Some(id.and_then(|id| Ok((id, Endpoints::parse(value).map_err(bad)?))))
     }
 
@@ -94,9 +95,44 @@ impl Endpoints {
                 "secure_client" => &mut endpoints.secure_client,
                 other => return Err(format!("`{other}` is none of {}", Self::NAMES.join(", "))),
             };
-            *field = addr.trim().to_string();
+            let addr = addr.trim();
+            if !is_host_port(addr) {
+                return Err(format!("`{addr}` is not host:port"));
+            }
+            *field = addr.to_string();
         }
         Ok(endpoints)
+    }
+}
+
+/// Whether `text` is `host:port`: a port number, and a host of the
+/// characters a name or an address has (no space, no line break, nothing a
+/// configuration line or text could be split on).
+fn is_host_port(text: &str) -> bool {
+    let Some((host, port)) = text.rsplit_once(':') else { return false };
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':' | '[' | ']');
+    !host.is_empty() && host.len() <= 253 && host.chars().all(allowed) && port.parse::<u16>().is_ok()
+}
+
+/// The highest server id (ZooKeeper's, when TTL nodes are on; a config file's).
+pub const MAX_SERVER_ID: ServerId = 254;
+
+/// What members said of their own endpoints, each with the peer address
+/// it said it from: it counts for a member of a configuration only at that
+/// address (not a member's old incarnation on another host).
+#[derive(Clone, Debug, Default)]
+pub struct Told(std::collections::BTreeMap<ServerId, (String, Endpoints)>);
+
+impl Told {
+    /// Member `id`, reached at `peer` (`host:port`), says it has `endpoints`.
+    pub fn insert(&mut self, id: ServerId, peer: String, endpoints: Endpoints) {
+        self.0.insert(id, (peer, endpoints));
+    }
+
+    /// What `m` told, if it told it from its peer address, and told any.
+    pub fn of(&self, m: &Member) -> Option<&Endpoints> {
+        let (peer, endpoints) = self.0.get(&m.id)?;
+        (Some(peer.as_str()) == m.peer_host_port().as_deref() && !endpoints.is_empty()).then_some(endpoints)
     }
 }
 
@@ -130,8 +166,8 @@ impl Member {
         let (key, value) = line.trim().split_once('=').ok_or_else(|| bad("no `=`"))?;
         let id = key.trim().strip_prefix("server.").ok_or_else(|| bad("the key is not server.N"))?;
         let id: ServerId = id.parse().map_err(|_| bad("the id is not a number"))?;
-        if id == 0 {
-            return Err(bad("the id must be 1 or more"));
+        if !(1..=MAX_SERVER_ID).contains(&id) {
+            return Err(bad("the id must be within 1..=254"));
         }
         let (peer, client) = value.trim().split_once(';').unwrap_or((value.trim(), ""));
         let (peer, participation) = match peer.rsplit_once(':') {
@@ -258,19 +294,29 @@ impl Membership {
     /// Fills in the endpoints of members that came without them (a
     /// ZooKeeper server line has no place for them): from `before`, the
     /// membership in force, when the member is there at the same peer
-    /// address, else from `reported` (what the member said of itself).
-    pub fn with_endpoints(
-        mut self,
-        before: &Membership,
-        reported: impl Fn(ServerId) -> Option<Endpoints>,
-    ) -> Membership {
+    /// address, else from what the member `told` of itself from there.
+    pub fn with_endpoints(mut self, before: &Membership, told: &Told) -> Membership {
         for m in self.members.iter_mut().filter(|m| m.endpoints.is_empty()) {
             let kept = before.get(m.id).filter(|b| b.peer_address == m.peer_address).map(|b| b.endpoints.clone());
-            if let Some(endpoints) = kept.filter(|e| !e.is_empty()).or_else(|| reported(m.id)) {
+            if let Some(endpoints) = kept.filter(|e| !e.is_empty()).or_else(|| told.of(m).cloned()) {
                 m.endpoints = endpoints;
             }
         }
         self
+    }
+
+    /// This membership with the endpoints members have told since, where
+    /// they differ from those recorded; None when none does.
+    pub fn told(&self, told: &Told) -> Option<Membership> {
+        let mut changed = false;
+        let mut next = self.clone();
+        for m in &mut next.members {
+            if let Some(endpoints) = told.of(m).filter(|e| **e != m.endpoints) {
+                m.endpoints = endpoints.clone();
+                changed = true;
+            }
+        }
+        changed.then_some(next)
     }
 
     /// The `zabkeeper.N=` lines of the members whose endpoints are known.
@@ -571,6 +617,12 @@ mod tests {
         assert!(Endpoints::parse_line("server.4=h:1:1").is_none(), "a server line is not an endpoints line");
         let bad = Endpoints::parse_line("zabkeeper.4=gprc=h:1").unwrap().unwrap_err().to_string();
         assert!(bad.contains("gprc") && bad.contains("grpc, admin"), "{bad}");
+        // Nothing that could split a line of /zookeeper/config, nor an id out of range.
+        assert!(Endpoints::parse("admin=h:1\nserver.9=x:1:1").is_err());
+        assert!(Endpoints::parse("admin=h x:1").is_err() && Endpoints::parse("admin=h").is_err());
+        assert!(Endpoints::parse("admin=[::1]:4181;grpc=zk-1.zk-hs:3181").is_ok());
+        assert!(Endpoints::parse_line("zabkeeper.300=admin=h:1").unwrap().is_err());
+        assert!(Member::parse("server.255=h:1:1").is_err() && Member::parse("server.254=h:1:1").is_ok());
         let line = |text: &str| Member::parse(text).unwrap();
         let mut one = line("server.1=h:1:1:participant;2");
         one.endpoints = endpoints.clone();
@@ -578,13 +630,19 @@ mod tests {
         let conf = Configuration { version: Zxid::new(1, 2), active: before.clone(), next: None };
         assert_eq!(conf.zookeeper_text(), "server.1=h:1:1:participant;2\nserver.2=g:1:1:participant;2\nzabkeeper.1=grpc=h:3181;admin=h:4181\nversion=100000002");
         // The same line handed back keeps them; a member moved or new takes
-        // what it reported of itself.
+        // what it told of itself from its new address, never from its old.
         let reported = Endpoints { admin: "k:4181".into(), ..Endpoints::default() };
+        let mut told = Told::default();
+        told.insert(2, "k:1".into(), reported.clone());
+        told.insert(3, "old:1".into(), reported.clone());
         let next = Membership::new(vec![line("server.1=h:1:1;2"), line("server.2=k:1:1;2"), line("server.3=k:1:1;2")])
             .unwrap()
-            .with_endpoints(&before, |id| (id != 3).then(|| reported.clone()));
+            .with_endpoints(&before, &told);
         assert_eq!(next.get(1).unwrap().endpoints, endpoints);
-        assert_eq!(next.get(2).unwrap().endpoints, reported, "moved: what it reported");
-        assert!(next.get(3).unwrap().endpoints.is_empty(), "nothing known");
+        assert_eq!(next.get(2).unwrap().endpoints, reported, "moved: what it told from there");
+        assert!(next.get(3).unwrap().endpoints.is_empty(), "told from another address: not counted");
+        assert!(next.told(&told).is_none(), "nothing new to record");
+        told.insert(3, "k:1".into(), reported.clone());
+        assert_eq!(next.told(&told).unwrap().get(3).unwrap().endpoints, reported, "3 told from its address");
     }
 }

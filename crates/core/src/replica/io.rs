@@ -90,6 +90,8 @@ pub enum Input {
     PeerEndpoints {
         /// The member.
         from: ServerId,
+        /// The peer address it said it from (`host:port`).
+        peer: String,
         /// What it said.
         endpoints: crate::members::Endpoints,
     },

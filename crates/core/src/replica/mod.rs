@@ -216,7 +216,7 @@ pub struct Replica {
     /// not refused as one in progress.
     reconfig_waiting: Option<(SessionId, i32)>,
     /// What other members said of their endpoints (see [`Input::PeerEndpoints`]).
-    peer_endpoints: std::collections::BTreeMap<ServerId, crate::members::Endpoints>,
+    peer_endpoints: crate::members::Told,
 }
 
 /// A change to the tree, as the simulation's oracle sees it.
@@ -305,8 +305,8 @@ impl Replica {
             Input::LogPurged { log_floor } => self.zab.compact(log_floor),
             Input::SnapshotFailed => self.snapshots.failed(),
             Input::DiskSpace { low } => self.disk_low = low,
-            Input::PeerEndpoints { from, endpoints } => {
-                self.peer_endpoints.insert(from, endpoints);
+            Input::PeerEndpoints { from, peer, endpoints } => {
+                self.peer_endpoints.insert(from, peer, endpoints);
             }
             Input::Connect { conn, request, new_password, identities } => {
                 let until_tick = self.clock.ticks + self.config.catch_up_ticks;
@@ -530,6 +530,7 @@ impl Replica {
                 }
             }
             Role::Leading => {
+                self.record_endpoints();
                 let (now_ms, ticks) = (self.clock.now_ms, self.clock.ticks);
                 let expired = self.prep.on_tick(self.tree.state(), now_ms, ticks, self.config.reap_interval_ticks);
                 for session in expired {

@@ -4,7 +4,7 @@
 
 use super::Replica;
 use crate::ids::{ServerId, SessionId, Zxid};
-use crate::members::{Change, Configuration, Endpoints, Member, Membership, MembershipError};
+use crate::members::{Change, Configuration, Member, Membership, MembershipError, Told};
 use crate::txn::{Txn, TxnBody};
 use crate::zab::{ProposeError, Role};
 
@@ -35,11 +35,7 @@ impl MemberChange {
     /// force: the checks both the admin API and ZooKeeper's `reconfig` make
     /// before the leader proposes it. New lines without endpoints take
     /// those the member had at the same address, else what it `reported`.
-    pub fn plan(
-        &self,
-        conf: &Configuration,
-        reported: impl Fn(ServerId) -> Option<Endpoints>,
-    ) -> Result<Change, ReconfigError> {
+    pub fn plan(&self, conf: &Configuration, told: &Told) -> Result<Change, ReconfigError> {
         if self.is_empty() {
             return Err(ReconfigError::Empty);
         }
@@ -53,7 +49,7 @@ impl MemberChange {
             Some(all) => Membership::new(all.clone())?,
             None => conf.current().changed(&self.joining, &self.leaving, &self.promoted)?,
         };
-        let next = next.with_endpoints(conf.current(), reported);
+        let next = next.with_endpoints(conf.current(), told);
         Ok(conf.enter(next))
     }
 }
@@ -114,7 +110,7 @@ impl Replica {
         if status.role != Role::Leading || !status.serving {
             return Err(ReconfigError::NotLeader { me: self.me(), leader: status.leader });
         }
-        let step = change.plan(self.zab.configuration(), |id| self.peer_endpoints.get(&id).cloned())?;
+        let step = change.plan(self.zab.configuration(), &self.peer_endpoints)?;
         self.propose_step(step)
     }
 
@@ -122,6 +118,22 @@ impl Replica {
     pub fn propose_membership(&mut self, next: Membership) -> Result<Zxid, ReconfigError> {
         let step = self.zab.configuration().enter(next);
         self.propose_step(step)
+    }
+
+    /// A member added with a ZooKeeper line, which has no place for its
+    /// other addresses, that has since told them (its notifications): the
+    /// leader records them with a reconfiguration to the same members, when
+    /// no other is under way, so every member and tool can reach it.
+    pub(super) fn record_endpoints(&mut self) {
+        let conf = self.zab.configuration();
+        if conf.is_joint() {
+            return;
+        }
+        let Some(next) = conf.current().told(&self.peer_endpoints) else { return };
+        match self.propose_membership(next) {
+            Ok(zxid) => tracing::info!(zxid = %zxid, "recording the addresses members told of themselves"),
+            Err(e) => tracing::debug!(error = %e, "the addresses members told wait"),
+        }
     }
 
     fn propose_step(&mut self, step: Change) -> Result<Zxid, ReconfigError> {

@@ -80,7 +80,7 @@ pub struct Env<'a> {
     /// ZooKeeper's `reconfig` is served (`reconfig_enabled`).
     pub reconfig_enabled: bool,
     /// What other members said of their endpoints, for a reconfiguration's new lines.
-    pub peer_endpoints: &'a std::collections::BTreeMap<crate::ids::ServerId, crate::members::Endpoints>,
+    pub peer_endpoints: &'a crate::members::Told,
 }
 
 /// The leader's session tracker, session owners and queue of requests.

@@ -5,13 +5,12 @@
 use crate::acl::{self, perms, Id};
 use crate::error::ErrorCode;
 use crate::ids::{ServerId, Zxid};
-use crate::members::{Endpoints, Member};
+use crate::members::{Endpoints, Member, Told};
 use crate::op::Op;
 use crate::replica::reconfig::{MemberChange, ReconfigError};
 use crate::tree::{TreeState, CONFIG_PATH};
 use crate::txn::TxnBody;
 use crate::zab::{Peer, ProposeError};
-use std::collections::BTreeMap;
 
 /// The transaction a `reconfig` request becomes: the joint configuration,
 /// or the error ZooKeeper answers (the caller logs it as `TxnBody::Error`).
@@ -24,7 +23,7 @@ pub fn prepare(
     identities: &[Id],
     op: &Op,
     enabled: bool,
-    reported: &BTreeMap<ServerId, Endpoints>,
+    told: &Told,
 ) -> Result<TxnBody, ErrorCode> {
     let Op::Reconfig { joining, leaving, new_members, expected_version } = op else {
         return Err(ErrorCode::BadArguments);
@@ -44,7 +43,7 @@ pub fn prepare(
         members: if whole { Some(lines(new_members)?) } else { None },
         expected_version: (*expected_version != -1).then_some(Zxid(*expected_version as u64)),
     };
-    let change = asked.plan(zab.configuration(), |id| reported.get(&id).cloned()).map_err(|e| match e {
+    let change = asked.plan(zab.configuration(), told).map_err(|e| match e {
         ReconfigError::InProgress => ErrorCode::ReconfigInProgress,
         ReconfigError::BadVersion { .. } => ErrorCode::BadVersion,
         _ => ErrorCode::BadArguments,
