@@ -6,10 +6,10 @@
 //! The replicated configuration wins at start anyway; the file matters to a
 //! member that starts again without its data, and to the person reading it.
 
-use crate::ids::ServerId;
+use crate::ids::{ServerId, Zxid};
 use crate::members::{Member, Membership, Participation};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use toml_edit::{value, DocumentMut, Item, Table};
 
 /// Why the file was not rewritten.
@@ -31,6 +31,35 @@ pub enum RewriteError {
         /// Why.
         why: String,
     },
+}
+
+/// Rewrites one member's file on a thread of its own, in the order the
+/// configurations come (a slow disk never holds up the member's event loop).
+/// The thread ends when the rewriter is dropped.
+pub struct Rewriter {
+    tx: std::sync::mpsc::Sender<(Zxid, Membership)>,
+}
+
+impl Rewriter {
+    /// Starts the thread for member `me`'s file at `path`.
+    pub fn start(path: PathBuf, me: ServerId) -> std::io::Result<Rewriter> {
+        let (tx, rx) = std::sync::mpsc::channel::<(Zxid, Membership)>();
+        std::thread::Builder::new().name("config-rewrite".into()).spawn(move || {
+            for (version, members) in rx {
+                match rewrite(&path, me, &members) {
+                    Ok(true) => tracing::info!(version = %version, file = %path.display(), "config file rewritten to the configuration in force"),
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(version = %version, error = %e, "config file not rewritten (the replicated configuration wins at start anyway)"),
+                }
+            }
+        })?;
+        Ok(Rewriter { tx })
+    }
+
+    /// Brings the file to `members`, the configuration at `version`.
+    pub fn ask(&self, version: Zxid, members: Membership) {
+        let _ = self.tx.send((version, members));
+    }
 }
 
 /// Rewrites the `[[server]]` tables of the file at `path` to `members`.

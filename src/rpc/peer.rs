@@ -390,18 +390,22 @@ impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        if !(1..=crate::members::MAX_SERVER_ID).contains(&from) {
+            // No member has such an id: nothing kept or answered for it.
+            return Err(tonic::Status::invalid_argument(format!("server id {from} is not within 1..=254")));
+        }
         let claimed = HostPort::parse(&request.get_ref().peer_addr).ok();
         Caller::of(&request)
             .authenticate(self.tls.as_deref(), from)
             .map_err(|reason| tonic::Status::unauthenticated(format!("refused as member {from}: {reason}")))?;
-        if let Some(addr) = claimed.filter(|_| from <= crate::members::MAX_SERVER_ID) {
+        if let Some(addr) = claimed {
             // The latest claim: a member removed may come back on another host.
             lock_map(&self.heard).insert(from, addr);
         }
         let said = &request.get_ref().endpoints;
-        // Kept for ids a member can have (1..=254), each a few hundred
-        // bytes: what a stranger says cannot grow these maps without bound.
-        let told = from <= crate::members::MAX_SERVER_ID && said.len() <= 1024;
+        // A few hundred bytes for each of at most 254 ids: what a stranger
+        // says cannot grow this map without bound.
+        let told = said.len() <= 1024;
         let changed = told && lock_map(&self.endpoints).get(&from) != Some(said);
         if changed {
             if let Ok(endpoints) = crate::members::Endpoints::parse(said) {
@@ -460,7 +464,8 @@ impl pb::peer_server::Peer for PeerService {
                 let turn = match &follower {
                     Some((_, turn)) => turn.clone(),
                     None => {
-                        if caller.authenticate(tls.as_deref(), from).is_err() {
+                        let known = (1..=crate::members::MAX_SERVER_ID).contains(&from);
+                        if !known || caller.authenticate(tls.as_deref(), from).is_err() {
                             break;
                         }
                         let turn = lock_map(&deliveries).entry(from).or_default().clone();
@@ -606,5 +611,37 @@ mod tests {
             ),
             "the end of the current stream is reported"
         );
+    }
+
+    #[tokio::test]
+    async fn a_notification_from_an_id_no_member_can_have_is_refused_and_endpoints_are_told_once() {
+        let (url, mut inbox) = leader_service().await;
+        let mut client = pb::peer_client::PeerClient::connect(url).await.expect("connect");
+        let vote = Some(pb::Vote { leader: 2, zxid: 0, epoch: 0, nominated: false });
+        let notification = |from: u64, endpoints: &str| pb::Notification {
+            from,
+            vote,
+            round: 1,
+            state: pb::PeerState::Looking as i32,
+            accepted_epoch: 0,
+            configuration: Vec::new(),
+            peer_addr: "127.0.0.1:3".into(),
+            endpoints: endpoints.into(),
+        };
+        let refused = client.notify(notification(300, "")).await.expect_err("id 300");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        client.notify(notification(2, "admin=127.0.0.1:9")).await.expect("member 2 notifies");
+        match next_input(&mut inbox, 5).await {
+            Some(Input::PeerEndpoints { from: 2, peer, endpoints }) => {
+                assert_eq!((peer.as_str(), endpoints.admin.as_str()), ("127.0.0.1:3", "127.0.0.1:9"));
+            }
+            other => panic!("expected member 2's endpoints first, got {other:?}"),
+        }
+        assert!(matches!(next_input(&mut inbox, 5).await, Some(Input::Peer { from: 2, .. })));
+        client.notify(notification(2, "admin=127.0.0.1:9")).await.expect("again");
+        assert!(matches!(next_input(&mut inbox, 5).await, Some(Input::Peer { from: 2, .. })), "told once");
+        // Endpoints that are not host:port are not passed on; the vote is.
+        client.notify(notification(2, "admin=bad host\nserver.9=x:1:1")).await.expect("still a notification");
+        assert!(matches!(next_input(&mut inbox, 5).await, Some(Input::Peer { from: 2, .. })));
     }
 }

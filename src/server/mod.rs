@@ -202,6 +202,7 @@ pub fn start(
         disk,
         addresses_from: None,
         file_written_for: None,
+        rewriter: None,
     };
     let task = tokio::spawn(async move {
         let result = owner.run(events_rx, shutdown).instrument(span).await;
@@ -242,6 +243,8 @@ struct Owner {
     addresses_from: Option<(Zxid, bool)>,
     /// The configuration version the config file was last brought to.
     file_written_for: Option<Zxid>,
+    /// Writes the config file, once a reconfiguration first asks it to.
+    rewriter: Option<crate::config::rewrite::Rewriter>,
 }
 
 /// A span naming the epoch and the committed zxid, replaced (not recorded
@@ -490,9 +493,8 @@ impl Owner {
     }
 
     /// Brings the config file to a reconfiguration once it is complete and
-    /// applied here (at start too: a member restarted with an older file).
-    /// Written in place, on this task: a small file, once per change, and
-    /// in order.
+    /// applied here (at start too: a member restarted with an older file),
+    /// on the rewriter's thread, in order.
     fn rewrite_config_file(&mut self) {
         let Some(conf) = self.replica.tree().state().configuration() else { return };
         if conf.is_joint() || self.file_written_for == Some(conf.version) {
@@ -500,14 +502,14 @@ impl Owner {
         }
         self.file_written_for = Some(conf.version);
         let Some(path) = &self.config.file else { return };
-        match crate::config::rewrite::rewrite(path, self.config.id, conf.current()) {
-            Ok(true) => {
-                tracing::info!(version = %conf.version, file = %path.display(), "config file rewritten to the configuration in force")
+        if self.rewriter.is_none() {
+            match crate::config::rewrite::Rewriter::start(path.clone(), self.config.id) {
+                Ok(rewriter) => self.rewriter = Some(rewriter),
+                Err(e) => return tracing::warn!(error = %e, "no thread to rewrite the config file with"),
             }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(version = %conf.version, error = %e, "config file not rewritten (the replicated configuration wins at start anyway)")
-            }
+        }
+        if let Some(rewriter) = &self.rewriter {
+            rewriter.ask(conf.version, conf.current().clone());
         }
     }
 

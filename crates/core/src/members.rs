@@ -308,15 +308,18 @@ impl Membership {
     /// This membership with the endpoints members have told since, where
     /// they differ from those recorded; None when none does.
     pub fn told(&self, told: &Told) -> Option<Membership> {
-        let mut changed = false;
+        // Asked on every tick of a leader: look before copying.
+        let new = |m: &Member| told.of(m).filter(|e| **e != m.endpoints).cloned();
+        if !self.members.iter().any(|m| new(m).is_some()) {
+            return None;
+        }
         let mut next = self.clone();
         for m in &mut next.members {
-            if let Some(endpoints) = told.of(m).filter(|e| **e != m.endpoints) {
-                m.endpoints = endpoints.clone();
-                changed = true;
+            if let Some(endpoints) = new(m) {
+                m.endpoints = endpoints;
             }
         }
-        changed.then_some(next)
+        Some(next)
     }
 
     /// The `zabkeeper.N=` lines of the members whose endpoints are known.
