@@ -229,6 +229,31 @@ impl Hosts {
         }
     }
 
+    /// The children of `path` on member `id` after a `sync` in the same
+    /// session (zkctl's shell, from the client host): everything the
+    /// ensemble had committed when it was asked.
+    pub fn synced_children(&self, id: u8, path: &str) -> BTreeSet<String> {
+        use std::io::Write;
+        let zkctl = support::cli_binary().display().to_string();
+        let (ca, server) = (self.ca().display().to_string(), format!("zk-{}:3181", self.host(id)));
+        let ns = self.net.client_ns();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns, &zkctl, "--server", &server, "--cacert", &ca])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start zkctl");
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(format!("sync {path}\nls {path}\n").as_bytes()).expect("write to zkctl");
+        drop(stdin);
+        let out = child.wait_with_output().expect("zkctl's output");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(path), "sync {path} on member {id}: {}", String::from_utf8_lossy(&out.stderr));
+        lines.map(str::to_string).collect()
+    }
+
     /// Starts a worker in namespace `ns` (see `workers`).
     pub fn worker(&self, ns: &str, spec: &str, log: PathBuf) -> Worker {
         Worker::start(ns, self.test, spec, log)

@@ -58,11 +58,20 @@ fn shape(hosts: &Hosts, id: u8) -> (BTreeSet<u64>, BTreeSet<u64>) {
     (voters, observers)
 }
 
-/// Waits until `ids` have converged and member `ask` lists `voters` and `observers`.
-fn settled(hosts: &Hosts, ids: &[u8], voters: &[u64], observers: &[u64]) -> u8 {
+/// Waits until `ids` have converged and the leader lists `voters` and
+/// `observers`; then every write `writer` had acknowledged is on each of
+/// `ids` (read after a sync).
+fn settled(hosts: &Hosts, writer: &Writer, ids: &[u8], voters: &[u64], observers: &[u64]) -> u8 {
     let leader = hosts.converged(ids, false, CONVERGE);
     let want = (voters.iter().copied().collect(), observers.iter().copied().collect());
     assert_eq!(shape(hosts, leader), want, "the configuration after the change");
+    let acked: BTreeSet<String> = writer.acks().into_iter().map(|(_, n)| format!("{n:06}")).collect();
+    let path = format!("/mh/{}", writer.label);
+    for &id in ids {
+        let held = hosts.synced_children(id, &path);
+        let lost: Vec<&String> = acked.difference(&held).collect();
+        assert!(lost.is_empty(), "member {id} lacks acknowledged writes after the change: {lost:?}");
+    }
     leader
 }
 
@@ -155,7 +164,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
         }
     };
     let mut hosts = Hosts::start(net, 3, TEST);
-    settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    hosts.converged(&[1, 2, 3], false, CONVERGE);
     let writer = hosts.writer("membership", &[1, 2, 3]);
     let kazoo = KazooSession::start(&hosts).map_err(|why| eprintln!("kazoo session skipped: {why}")).ok();
 
@@ -164,7 +173,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     change(&hosts, &writer, 1, &["add", &line(4, 4, "participant"), &line(5, 5, "participant")]);
     hosts.join(4, 4, 1);
     hosts.join(5, 5, 2);
-    let leader = settled(&hosts, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5], &[]);
+    let leader = settled(&hosts, &writer, &[1, 2, 3, 4, 5], &[1, 2, 3, 4, 5], &[]);
     writer.wait_acks(20, CONVERGE);
     assert_eq!(status_all_ids(&hosts, 4), BTreeSet::from([1, 2, 3, 4, 5]), "status --all shows five");
     eprintln!("grown to 5; member {leader} leads");
@@ -176,7 +185,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     for &id in &leaving {
         hosts.terminate(id);
     }
-    let leader = settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    let leader = settled(&hosts, &writer, &[1, 2, 3], &[1, 2, 3], &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("shrunk to 3; member {leader} leads");
 
@@ -187,7 +196,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     change(&hosts, &writer, leader, &["remove", &dead.to_string()]);
     change(&hosts, &writer, leader, &["add", &line(dead, 6, "participant")]);
     hosts.join(dead, 6, leader);
-    let leader = settled(&hosts, &[1, 2, 3], &[1, 2, 3], &[]);
+    let leader = settled(&hosts, &writer, &[1, 2, 3], &[1, 2, 3], &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("member {dead} replaced by host zk-6 under the same id; member {leader} leads");
 
@@ -198,7 +207,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     change(&hosts, &writer, leader, &["add", &line(7, 4, "participant")]);
     hosts.join(7, 4, leader);
     let mut voters: Vec<u8> = [1u8, 2, 3, 7].into_iter().filter(|&id| id != dead).collect();
-    let leader = settled(&hosts, &voters, &voters.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(), &[]);
+    let leader = settled(&hosts, &writer, &voters, &voters.iter().map(|&id| u64::from(id)).collect::<Vec<_>>(), &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("member {dead} replaced by member 7 on host zk-4; member {leader} leads");
 
@@ -208,11 +217,11 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     let mut all = voters.clone();
     all.push(8);
     let as_u64 = |ids: &[u8]| ids.iter().map(|&id| u64::from(id)).collect::<Vec<u64>>();
-    settled(&hosts, &all, &as_u64(&voters), &[8]);
+    settled(&hosts, &writer, &all, &as_u64(&voters), &[8]);
     writer.wait_acks(20, CONVERGE);
     change(&hosts, &writer, leader, &["promote", "8"]);
     voters.push(8);
-    let leader = settled(&hosts, &all, &as_u64(&voters), &[]);
+    let leader = settled(&hosts, &writer, &all, &as_u64(&voters), &[]);
     writer.wait_acks(20, CONVERGE);
     eprintln!("observer 8 added and promoted; voters {voters:?}, member {leader} leads");
 

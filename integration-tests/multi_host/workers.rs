@@ -219,8 +219,8 @@ fn writer_worker(label: &str, servers: &str, ca: &str) {
                 Ok(_) => {}
                 Err(zk::Error::NodeExists) if retry => {}
                 // A server that stops answering (its link cut) is the crate's
-                // "no response from connection", one killed under it a reset
-                // connection: both ZooKeeper's ConnectionLoss.
+                // "no response from connection", one killed under it a reset or
+                // a TLS stream cut short: all ZooKeeper's ConnectionLoss.
                 Err(e) if e == zk::Error::ConnectionLoss || is_connection_loss(&e.to_string()) => {
                     WorkerEvent::Loss(n).say();
                     retry = true;
@@ -240,7 +240,9 @@ fn writer_worker(label: &str, servers: &str, ca: &str) {
 
 /// Whether the crate's error text is a connection lost under a request.
 fn is_connection_loss(text: &str) -> bool {
-    ["no response from connection", "Connection reset by peer", "Broken pipe"].iter().any(|t| text.contains(t))
+    let lost =
+        ["no response from connection", "Connection reset by peer", "Broken pipe", "without sending TLS close_notify"];
+    lost.iter().any(|t| text.contains(t))
 }
 
 /// The delayer: holds every packet netfilter queues to it (queue 0) for
