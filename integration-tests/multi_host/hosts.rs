@@ -216,23 +216,10 @@ impl Hosts {
             .collect()
     }
 
-    /// The children of `path` as member `id` holds them (zkctl over TLS from the client host).
-    pub fn children(&self, id: u8, path: &str) -> BTreeSet<String> {
-        let zkctl = support::cli_binary().display().to_string();
-        let ca = self.ca().display().to_string();
-        let server = format!("zk-{}:3181", self.host(id));
-        let ns = self.net.client_ns();
-        let args = ["netns", "exec", &ns, &zkctl, "--server", &server, "--cacert", &ca, "ls", path];
-        match run("ip", &args) {
-            Ok(out) => out.lines().map(str::to_string).collect(),
-            Err(e) => panic!("ls {path} on member {id}: {e}"),
-        }
-    }
-
     /// The children of `path` on member `id` after a `sync` in the same
-    /// session (zkctl's shell, from the client host): everything the
-    /// ensemble had committed when it was asked.
-    pub fn synced_children(&self, id: u8, path: &str) -> BTreeSet<String> {
+    /// session (zkctl's shell over TLS, from the client host): everything
+    /// the ensemble had committed when it was asked.
+    pub fn children(&self, id: u8, path: &str) -> BTreeSet<String> {
         use std::io::Write;
         let zkctl = support::cli_binary().display().to_string();
         let (ca, server) = (self.ca().display().to_string(), format!("zk-{}:3181", self.host(id)));

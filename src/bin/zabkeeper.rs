@@ -98,7 +98,7 @@ async fn main() -> ExitCode {
     if let Some(addr) = &args.join {
         match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref(), config.tls.as_ref()).await {
             Ok(membership) => {
-                let line = zabkeeper::server::member_line(config.me());
+                let line = config.me().member_line();
                 tracing::info!(via = %addr, members = %membership, "joining: add this member with `zkctl admin member add '{line}'`");
                 config.joined = Some(membership);
             }

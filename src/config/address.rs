@@ -17,6 +17,12 @@ pub struct HostPort {
 }
 
 impl HostPort {
+    /// Where members reach `m`, a member of the replicated configuration
+    /// (None when its line's peer address is not `host:port:port`).
+    pub fn peer_of(m: &crate::members::Member) -> Option<HostPort> {
+        HostPort::parse(&m.peer_host_port()?).ok()
+    }
+
     /// Parses `value`; the message says what is wrong with it.
     pub fn parse(value: &str) -> Result<HostPort, String> {
         let (host, port) = match value.strip_prefix('[') {

@@ -170,6 +170,35 @@ impl Member {
     pub fn peer_name(&self) -> &str {
         self.peer_name.as_deref().unwrap_or(self.peer_addr.host())
     }
+
+    /// This member as the replicated configuration holds it, in ZooKeeper's
+    /// form (`host:quorumPort:electionPort`: both are our one peer port).
+    pub fn member_line(&self) -> crate::members::Member {
+        use crate::members::Participation;
+        let peer = self.peer_addr.to_string();
+        let participation = match self.role {
+            MemberRole::Participant => Participation::Participant,
+            MemberRole::Observer => Participation::Observer,
+        };
+        crate::members::Member {
+            id: self.id,
+            participation,
+            peer_address: format!("{peer}:{}", self.peer_addr.port()),
+            client_address: self.client_addr.as_ref().map(ToString::to_string).unwrap_or_default(),
+            endpoints: self.endpoints(),
+        }
+    }
+
+    /// Its addresses beyond ZooKeeper's line (`zabkeeper.N=` in `/zookeeper/config`).
+    pub fn endpoints(&self) -> crate::members::Endpoints {
+        let text = |a: &Option<HostPort>| a.as_ref().map(ToString::to_string).unwrap_or_default();
+        crate::members::Endpoints {
+            grpc: self.grpc_addr.to_string(),
+            admin: text(&self.admin_addr),
+            metrics: text(&self.metrics_addr),
+            secure_client: text(&self.secure_client_addr),
+        }
+    }
 }
 
 /// The addresses a member's listeners bind.
@@ -573,7 +602,7 @@ impl ServerConfig {
         // added after a reconfiguration may not satisfy it here.
         let mut own_only: Vec<(ServerId, ConfigError)> = Vec::new();
         for (i, m) in file.server.iter().enumerate() {
-            if !(1..=254).contains(&m.id) {
+            if !crate::members::is_server_id(m.id) {
                 return Err(invalid(format!("server[{i}].id"), format!("must be within 1..=254, got {}", m.id)));
             }
             let key = |field: &str| format!("server[id={}].{field}", m.id);

@@ -120,17 +120,12 @@ impl pb::admin_server::Admin for AdminService {
         // ensemble has now); an address it does not know (a member added
         // with a ZooKeeper line, whose leader had not heard from it) comes
         // from this member's file, if that lists the member.
-        let known = |replicated: &str, file: Option<String>| {
-            if replicated.is_empty() {
-                file.unwrap_or_default()
-            } else {
-                replicated.to_string()
-            }
-        };
+        let known = |replicated: &str, file: &str| if replicated.is_empty() { file } else { replicated }.to_string();
         let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
         let probes = configuration.members().map(|m| async move {
-            let listed = config.members.iter().find(|f| f.id == m.id);
-            let peer_addr = m.peer_host_port().and_then(|a| crate::config::HostPort::parse(&a).ok());
+            let listed = config.members.iter().find(|f| f.id == m.id).map(crate::config::Member::endpoints);
+            let listed = listed.unwrap_or_default();
+            let peer_addr = crate::config::HostPort::peer_of(m);
             let is_self = m.id == config.id;
             let reachable = is_self
                 || match &peer_addr {
@@ -140,12 +135,9 @@ impl pb::admin_server::Admin for AdminService {
             pb::MemberInfo {
                 id: m.id,
                 peer_addr: peer_addr.map(|a| a.to_string()).unwrap_or_default(),
-                grpc_addr: known(&m.endpoints.grpc, listed.map(|f| f.grpc_addr.to_string())),
+                grpc_addr: known(&m.endpoints.grpc, &listed.grpc),
                 client_addr: m.client_address.clone(),
-                admin_addr: known(
-                    &m.endpoints.admin,
-                    listed.and_then(|f| f.admin_addr.as_ref()).map(|a| a.to_string()),
-                ),
+                admin_addr: known(&m.endpoints.admin, &listed.admin),
                 reachable,
                 is_self,
             }

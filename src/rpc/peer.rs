@@ -64,7 +64,7 @@ pub fn links(
         endpoints: Mutex::default(),
     };
     let own = addrs.get(&id).map(ToString::to_string).unwrap_or_default();
-    let own_endpoints = crate::server::endpoints_of(handle.config.me()).text();
+    let own_endpoints = handle.config.me().endpoints().text();
     let transport = Transport {
         id,
         own,
@@ -210,12 +210,14 @@ impl Transport {
         self.notifiers.clear();
     }
 
+    /// Where member `to` is reached: as the configuration says, or for one
+    /// in no configuration (joining, or removed), where it last said it is.
+    fn address_of(&self, to: ServerId) -> Option<HostPort> {
+        self.addrs.get(&to).cloned().or_else(|| lock_map(&self.heard).get(&to).cloned())
+    }
+
     fn notify(&mut self, to: ServerId, n: pb::Notification) {
-        // A member in no configuration (one joining) is reached where it
-        // last said it is.
-        let Some(addr) = self.addrs.get(&to).cloned().or_else(|| lock_map(&self.heard).get(&to).cloned()) else {
-            return;
-        };
+        let Some(addr) = self.address_of(to) else { return };
         if self.notifiers.get(&to).is_some_and(|(at, _)| *at != addr) {
             self.notifiers.remove(&to);
         }
@@ -241,9 +243,7 @@ impl Transport {
             if let Some(old) = self.follow.take() {
                 old.task.abort();
             }
-            let Some(addr) = self.addrs.get(&to).cloned().or_else(|| lock_map(&self.heard).get(&to).cloned()) else {
-                return;
-            };
+            let Some(addr) = self.address_of(to) else { return };
             let (tx, rx) = mpsc::channel(QUEUE);
             let task = tokio::spawn(follow(to, addr, rx, self.handle.clone(), self.tls.clone()));
             self.follow = Some(FollowStream { leader: to, tx, task });
@@ -390,7 +390,7 @@ impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
-        if !(1..=crate::members::MAX_SERVER_ID).contains(&from) {
+        if !crate::members::is_server_id(from) {
             // No member has such an id: nothing kept or answered for it.
             return Err(tonic::Status::invalid_argument(format!("server id {from} is not within 1..=254")));
         }
@@ -464,8 +464,7 @@ impl pb::peer_server::Peer for PeerService {
                 let turn = match &follower {
                     Some((_, turn)) => turn.clone(),
                     None => {
-                        let known = (1..=crate::members::MAX_SERVER_ID).contains(&from);
-                        if !known || caller.authenticate(tls.as_deref(), from).is_err() {
+                        if !crate::members::is_server_id(from) || caller.authenticate(tls.as_deref(), from).is_err() {
                             break;
                         }
                         let turn = lock_map(&deliveries).entry(from).or_default().clone();

@@ -22,7 +22,7 @@ use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::members::{Member, Membership, Participation};
+use crate::members::Membership;
 use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
@@ -90,38 +90,9 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     if let Some(joined) = &config.joined {
         c.members = Some(joined.clone());
     } else if config.members.len() > 1 {
-        c.members = Membership::new(config.members.iter().map(member_line).collect()).ok();
+        c.members = Membership::new(config.members.iter().map(crate::config::Member::member_line).collect()).ok();
     }
     c
-}
-
-/// A member as `/zookeeper/config` shows it, in ZooKeeper's form
-/// (`host:quorumPort:electionPort`: both are our one peer port).
-pub fn member_line(m: &crate::config::Member) -> Member {
-    let peer = m.peer_addr.to_string();
-    let port = peer.rsplit(':').next().unwrap_or_default().to_string();
-    let participation = match m.role {
-        crate::config::MemberRole::Participant => Participation::Participant,
-        crate::config::MemberRole::Observer => Participation::Observer,
-    };
-    Member {
-        id: m.id,
-        participation,
-        peer_address: format!("{peer}:{port}"),
-        client_address: m.client_addr.as_ref().map(ToString::to_string).unwrap_or_default(),
-        endpoints: endpoints_of(m),
-    }
-}
-
-/// A member's addresses beyond ZooKeeper's line, from its `[[server]]` table.
-pub fn endpoints_of(m: &crate::config::Member) -> crate::members::Endpoints {
-    let text = |a: &Option<crate::config::HostPort>| a.as_ref().map(ToString::to_string).unwrap_or_default();
-    crate::members::Endpoints {
-        grpc: m.grpc_addr.to_string(),
-        admin: text(&m.admin_addr),
-        metrics: text(&m.metrics_addr),
-        secure_client: text(&m.secure_client_addr),
-    }
 }
 
 /// A started replica: the handle front ends use and the owner's join handle.
@@ -163,7 +134,7 @@ pub fn start(
         config.members.iter().map(|m| (m.id, m.peer_addr.clone())).collect();
     // A member joining reaches the ensemble where the member it asked said.
     for m in config.joined.iter().flat_map(|j| j.members()) {
-        if let Some(addr) = m.peer_host_port().and_then(|a| crate::config::HostPort::parse(&a).ok()) {
+        if let Some(addr) = crate::config::HostPort::peer_of(m) {
             addrs.entry(m.id).or_insert(addr);
         }
     }
@@ -533,10 +504,8 @@ impl Owner {
         } else if !conf.is_voter(id) && self.config.me().role == crate::config::MemberRole::Participant {
             tracing::info!(version = %conf.version, "this member observes in the ensemble's configuration");
         }
-        let addrs: Vec<(ServerId, crate::config::HostPort)> = conf
-            .members()
-            .filter_map(|m| Some((m.id, crate::config::HostPort::parse(&m.peer_host_port()?).ok()?)))
-            .collect();
+        let addrs: Vec<(ServerId, crate::config::HostPort)> =
+            conf.members().filter_map(|m| Some((m.id, crate::config::HostPort::peer_of(m)?))).collect();
         self.transport.learn(addrs);
     }
 

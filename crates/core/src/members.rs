@@ -78,7 +78,7 @@ impl Endpoints {
         let (key, value) = line.trim().split_once('=')?;
         let id = key.trim().strip_prefix("zabkeeper.")?;
         let bad = |why: String| MembershipError::BadLine { line: line.to_string(), why };
-        let id = id.parse::<ServerId>().ok().filter(|id| (1..=MAX_SERVER_ID).contains(id));
+        let id = id.parse::<ServerId>().ok().filter(|id| is_server_id(*id));
         let id = id.ok_or_else(|| bad("the id is not a number within 1..=254".into()));
         Some(id.and_then(|id| Ok((id, Endpoints::parse(value).map_err(bad)?))))
     }
@@ -114,8 +114,11 @@ fn is_host_port(text: &str) -> bool {
     !host.is_empty() && host.len() <= 253 && host.chars().all(allowed) && port.parse::<u16>().is_ok()
 }
 
-/// The highest server id (ZooKeeper's, when TTL nodes are on; a config file's).
-pub const MAX_SERVER_ID: ServerId = 254;
+/// Whether `id` is one a member can have: 1..=254 (ZooKeeper's range when
+/// TTL nodes are on; a config file's).
+pub fn is_server_id(id: ServerId) -> bool {
+    (1..=254).contains(&id)
+}
 
 /// What members said of their own endpoints, each with the peer address
 /// it said it from: it counts for a member of a configuration only at that
@@ -166,7 +169,7 @@ impl Member {
         let (key, value) = line.trim().split_once('=').ok_or_else(|| bad("no `=`"))?;
         let id = key.trim().strip_prefix("server.").ok_or_else(|| bad("the key is not server.N"))?;
         let id: ServerId = id.parse().map_err(|_| bad("the id is not a number"))?;
-        if !(1..=MAX_SERVER_ID).contains(&id) {
+        if !is_server_id(id) {
             return Err(bad("the id must be within 1..=254"));
         }
         let (peer, client) = value.trim().split_once(';').unwrap_or((value.trim(), ""));
