@@ -69,7 +69,7 @@ test-nemesis:
 ## --join, shrinks back, replaces dead members (same id, new id) and promotes an
 ## observer, under writes. iptables (Debian's package) adds the loss and, with
 ## NFQUEUE, the delay where the kernel has no sch_netem.
-test-multi-host: network-tools
+test-multi-host: network-tools java-clients
 	@py=$$(.ci/python-env | tail -n 1) && \
 		ZABKEEPER_TEST_PYTHON=$$py $(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture
 

@@ -11,26 +11,12 @@
 //!
 //! Every wait is bounded; the Java process and the members are stopped by PID.
 
-use crate::support::{runtime, serial, Ensemble, Settings};
+use crate::support::{java, runtime, serial, Ensemble, Settings};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Where Debian puts the jars.
-const JAVA_DIR: &str = "/usr/share/java";
-/// The jars the suite compiles and runs against.
-const JARS: [&str; 8] = [
-    "curator-framework.jar",
-    "curator-client.jar",
-    "curator-recipes.jar",
-    "zookeeper.jar",
-    "zookeeper-jute.jar",
-    "guava.jar",
-    "slf4j-api.jar",
-    "slf4j-nop.jar",
-];
 /// Checks the suite runs, in order.
 const CHECKS: [&str; 12] = [
     "crud",
@@ -47,36 +33,9 @@ const CHECKS: [&str; 12] = [
     "reconfig",
 ];
 
-/// The classpath of Debian's jars, or why it cannot be had.
-fn classpath() -> Result<String, String> {
-    for tool in ["javac", "java"] {
-        let found = Command::new(tool).arg("-version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-        if !found.is_ok_and(|s| s.success()) {
-            return Err(format!("`{tool}` is not installed (make java-clients installs a JDK)"));
-        }
-    }
-    let mut parts = Vec::new();
-    for jar in JARS {
-        let path = Path::new(JAVA_DIR).join(jar);
-        if !path.exists() {
-            return Err(format!("{} is missing (make java-clients installs Debian's Curator)", path.display()));
-        }
-        parts.push(path.display().to_string());
-    }
-    Ok(parts.join(":"))
-}
-
-/// Compiles the suite into `out`.
-fn compile(classpath: &str, out: &Path) {
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration-tests/curator/CuratorSuite.java");
-    let status =
-        Command::new("javac").arg("-d").arg(out).arg("-cp").arg(classpath).arg(&source).status().expect("run javac");
-    assert!(status.success(), "javac failed on {}", source.display());
-}
-
 #[test]
 fn curator_recipes_work_unchanged_across_a_leader_kill() {
-    let classpath = match classpath() {
+    let classpath = match java::classpath(&[]) {
         Ok(cp) => cp,
         Err(reason) => {
             eprintln!("skipped: {reason}");
@@ -85,7 +44,7 @@ fn curator_recipes_work_unchanged_across_a_leader_kill() {
     };
     let _serial = serial();
     let classes = tempfile::tempdir().expect("temp dir");
-    compile(&classpath, classes.path());
+    java::compile(&classpath, "integration-tests/curator/CuratorSuite.java", classes.path());
     // The suite's reconfig check authenticates as the super user.
     let digest = zabkeeper::acl::digest_id("super:curator-secret").expect("a digest");
     let extra = format!("reconfig_enabled = true\nsuper_digest = \"{digest}\"");

@@ -25,7 +25,8 @@
 //! shrinks back, replaces a dead member by a new host with the same id and
 //! by one with a new id, adds an observer and promotes it. After each step
 //! the new shape serves, and at the end every acknowledged write is on every
-//! member and the writer kept its session.
+//! member, and the writer, a kazoo session and a Curator session (all over
+//! TLS, `sessions`) kept their sessions.
 //!
 //! Clients are writer processes in a client namespace (this test binary run again as a worker,
 //! speaking the ZooKeeper protocol over TLS with the `zookeeper-client`
@@ -44,4 +45,5 @@ mod faults;
 mod hosts;
 mod membership;
 mod netns;
+mod sessions;
 mod workers;

@@ -5,12 +5,10 @@
 
 use super::hosts::Hosts;
 use super::netns::Network;
+use super::sessions::ClientSession;
 use super::support;
 use super::workers::{self, Writer};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// Server hosts: three to start on, three more to grow and replace onto.
@@ -93,62 +91,6 @@ fn status_all_ids(hosts: &Hosts, id: u8) -> BTreeSet<u64> {
     }
 }
 
-/// A kazoo session in the client host (`kazoo_session.py`), over TLS to
-/// every server host, reading and writing through kazoo's retry while the
-/// membership changes.
-struct KazooSession {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl KazooSession {
-    /// Starts it, or says why it cannot (no Python with kazoo:
-    /// `ZABKEEPER_TEST_PYTHON`, which `make test-multi-host` sets).
-    fn start(hosts: &Hosts) -> Result<KazooSession, String> {
-        let python = std::env::var("ZABKEEPER_TEST_PYTHON")
-            .map_err(|_| "ZABKEEPER_TEST_PYTHON is not set (make test-multi-host sets it)".to_string())?;
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/integration-tests/multi_host/kazoo_session.py");
-        let servers: Vec<String> = (1..=HOSTS).map(|h| format!("zk-{h}:2281")).collect();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &hosts.net.client_ns(), &python, script, &servers.join(",")])
-            .arg(hosts.ca())
-            .arg("kazoo")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {python}: {e}"))?;
-        let stdout = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let session = KazooSession { child, lines };
-        match session.lines.recv_timeout(Duration::from_secs(40)) {
-            Ok(line) if line == "READY" => Ok(session),
-            other => panic!("the kazoo session did not start: {other:?}"),
-        }
-    }
-
-    /// Ends it and returns its verdict line.
-    fn finish(mut self) -> String {
-        drop(self.child.stdin.take());
-        let verdict =
-            self.lines.recv_timeout(Duration::from_secs(90)).unwrap_or_else(|e| format!("FAIL no verdict: {e}"));
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        verdict
-    }
-}
-
-impl Drop for KazooSession {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs root and network namespaces: make test-multi-host (CI runs it)"]
 fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
@@ -166,7 +108,10 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     let mut hosts = Hosts::start(net, 3, TEST);
     hosts.converged(&[1, 2, 3], false, CONVERGE);
     let writer = hosts.writer("membership", &[1, 2, 3]);
-    let kazoo = KazooSession::start(&hosts).map_err(|why| eprintln!("kazoo session skipped: {why}")).ok();
+    let servers: Vec<String> = (1..=HOSTS).map(|h| format!("zk-{h}:2281")).collect();
+    let kazoo = ClientSession::kazoo(&hosts, &servers).map_err(|why| eprintln!("kazoo session skipped: {why}")).ok();
+    let curator =
+        ClientSession::curator(&hosts, &servers).map_err(|why| eprintln!("Curator session skipped: {why}")).ok();
 
     // Grow 3 -> 5: two members are added, then start on new hosts with
     // --join (under peer TLS a member is let in once the configuration names it).
@@ -228,10 +173,10 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
     // The writer and the kazoo client kept their sessions throughout; every
     // acknowledged write is on every member.
     writer.assert_only_connection_loss();
-    if let Some(kazoo) = kazoo {
-        let verdict = kazoo.finish();
-        assert!(verdict.starts_with("OK "), "the kazoo session: {verdict}");
-        eprintln!("kazoo session kept through every change: {verdict}");
+    for session in [kazoo, curator].into_iter().flatten() {
+        let (client, verdict) = session.finish();
+        assert!(verdict.starts_with("OK "), "the {client} session: {verdict}");
+        eprintln!("{client} session kept through every change: {verdict}");
     }
     let path = format!("/mh/{}", writer.label);
     let acked = writer.stop();

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use zabkeeper::proto::admin::admin_client::AdminClient;
 use zabkeeper::proto::admin::StatusRequest;
 
+pub mod java;
+
 /// The server binary built by cargo for these tests.
 pub fn server_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper"))
