@@ -100,6 +100,7 @@ lint: check-purity
 ## src/config and the server itself, and the health checks and probes against
 ## live members in a private network namespace.
 check-deploy:
+	@$(MAKE) --no-print-directory openssl-package
 	$(BUILD_ALL)
 	python3 deploy/check.py --zabkeeper $(TARGET_DIR)/debug/zabkeeper --zkctl $(TARGET_DIR)/debug/zkctl --venv $(TARGET_DIR)/deploy-check-venv
 

@@ -43,9 +43,13 @@
 6. Scaling, live (namespaces as in 5, plus a mount namespace for /etc/hosts):
    the ConfigMap's member.sh runs as the container's command and preStop hook
    of pods zk-0..zk-4 of the smallest set, each with its own host name and
-   loopback address: 3 -> 5 (the new pods join and are added as voters), both
-   new pods' hooks at once, one of them the leader (5 -> 3), a first member's
-   hook (no change), a removed pod back on its data (added again).
+   loopback address: 3 -> 5 (the new pods are added as observers, join and
+   promote themselves), a joined pod restarted as an observer (promoted, not
+   added again), both new pods' hooks at once, one of them the leader
+   (5 -> 3), a first member's hook (no change), a removed pod back on its data
+   (added again). All of it twice: on the ConfigMap's file as it is, and with
+   its commented [tls] block enabled (peer and gRPC TLS; a CA and per-pod
+   certificates made with `openssl`, skipped, saying so, without it).
 
 Prints one line per check and exits 1 if any failed. The checks themselves
 are in deploy/checks/, one module per job.

@@ -10,5 +10,7 @@ compose       the docker compose file
 kubernetes    the manifests: schemas, kustomizations, wiring
 systemd       the systemd unit
 live          the probes run against live members in a private namespace
+scaling       member.sh scaling the StatefulSet, live, without and with [tls]
+scaling_tls   the [tls] block and the certificates for the live scaling check
 selftest      the config and variable checks run on a [tls] sample, each run
 """

@@ -308,10 +308,11 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
     return {
         "where": where, "statefulset": name, "service": peer_service, "replicas": replicas,
         "config_mount": mount_of(mounts, config_path)["mountPath"],
-        "files": {k: v for k, v in (found[0].get("data") or {}).items()},
+        "files": {k: v for k, v in (found[0].get("data") or {}).items()}, "config_key": found[1],
         "env": env, "start": container_argv(image, server.get("command"), server.get("args")), "pre_stop": hooks["preStop"],
         "grace_seconds": pod_spec.get("terminationGracePeriodSeconds", 30),
         "admin_port": config.port(1, "admin_addr"), "grpc_port": config.port(1, "grpc_addr"),
+        "peer_port": config.port(1, "peer_addr"), "client_port": config.port(1, "client_addr"),
     }
 
 
