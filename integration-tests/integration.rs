@@ -14,6 +14,7 @@ mod disk_faults;
 mod ensemble;
 mod handover;
 mod hardening;
+mod linearizable;
 mod observers;
 mod reconfig;
 mod server;

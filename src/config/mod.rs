@@ -86,6 +86,7 @@ struct FileConfig {
     max_streams_per_grpc_connection: Option<u32>,
     super_digest: Option<String>,
     reconfig_enabled: Option<bool>,
+    linearizable_reads: Option<bool>,
     bind_host: Option<String>,
     tls: Option<tls::FileTls>,
     #[serde(default)]
@@ -283,6 +284,9 @@ pub struct ServerConfig {
     /// Serve ZooKeeper's `reconfig` (its reconfigEnabled; off by default:
     /// RECONFIGDISABLED). The admin API reconfigures either way.
     pub reconfig_enabled: bool,
+    /// Every read on this member is linearizable (read index), for clients
+    /// that cannot ask per request (ClickHouse Keeper's `quorum_reads`).
+    pub linearizable_reads: bool,
     /// The ensemble's membership as a running member told it (`--join`):
     /// this member starts outside it, following without a vote until it is
     /// added, instead of taking the file's members for the ensemble.
@@ -733,6 +737,7 @@ impl ServerConfig {
             limits,
             super_digest: file.super_digest,
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
+            linearizable_reads: file.linearizable_reads.unwrap_or(false),
             joined: None,
             tls,
             file: None,

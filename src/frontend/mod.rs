@@ -109,11 +109,13 @@ impl Session {
     }
 
     /// Hands a request to the replica (after [`reserve`](Self::reserve)); false once it has stopped.
-    pub async fn request(&self, xid: i32, mut echo: Echo, op: Op) -> bool {
+    /// A `linearizable` read waits for a read-index barrier (the member's
+    /// `linearizable_reads` makes every read so).
+    pub async fn request(&self, xid: i32, mut echo: Echo, op: Op, linearizable: bool) -> bool {
         self.handle.stats.received();
         self.stats.received();
         echo.op = op.label();
-        self.handle.input(Input::Request { conn: self.conn, xid, echo, op }).await
+        self.handle.input(Input::Request { conn: self.conn, xid, echo, op, linearizable }).await
     }
 
     /// A request the front end could not decode, answered with `error` in its turn.

@@ -178,7 +178,7 @@ async fn serve_halves<R, W>(
                     let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
                             let echo = Echo { shape: Some(r.shape), arrived, op: OpLabel::default() };
-                            session.request(r.xid, echo, r.op).await
+                            session.request(r.xid, echo, r.op, false).await
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {
                             tracing::debug!(%peer, xid, error = %error, "rejected request");

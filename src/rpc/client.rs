@@ -108,8 +108,9 @@ async fn serve(
         let echo = Echo { shape: None, arrived: Some(Instant::now()), op: OpLabel::default() };
         let delivered = match next {
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
+                let linearizable = r.consistency == pb::Consistency::Linearizable as i32;
                 match op_from_pb(r.op) {
-                    Ok(op) => session.request(r.xid, echo, op).await,
+                    Ok(op) => session.request(r.xid, echo, op, linearizable).await,
                     Err(error) => session.bad_request(r.xid, echo, error).await,
                 }
             }

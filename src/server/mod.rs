@@ -84,6 +84,7 @@ pub fn replica_config(config: &ServerConfig) -> replica::Config {
     c.limits.max_watches_per_session = config.limits.max_watches_per_session;
     c.super_digest = config.super_digest.clone();
     c.reconfig_enabled = config.reconfig_enabled;
+    c.linearizable_reads = config.linearizable_reads;
     c.snapshot_every = config.snapshot_every;
     c.snapshot_turns = true;
     c.zab.resident_log_entries = config.resident_log_entries;

@@ -75,6 +75,8 @@ pub(crate) struct Command {
     pub effect: Effect,
     /// Where the answer goes.
     pub reply: oneshot::Sender<Result<pb::Response, ClientError>>,
+    /// How fresh a read must be.
+    pub consistency: pb::Consistency,
 }
 
 /// Messages that must reach the task even while it does not take requests
@@ -345,7 +347,7 @@ impl Connection {
     }
 
     fn send_command(&mut self, cmd: Command, link: &mut Link) -> Result<(), End> {
-        let Command { op, mut effect, reply } = cmd;
+        let Command { op, mut effect, reply, consistency } = cmd;
         if reply.is_closed() {
             // The caller gave up (timeout) before the request left: do not send it.
             return Ok(());
@@ -356,7 +358,7 @@ impl Connection {
             }
         }
         let xid = self.fifo.push(InFlight::User { effect, reply });
-        send(link, xid, op)
+        send_request(link, pb::Request { xid, op: Some(op), consistency: consistency.into() })
     }
 
     fn on_control(&mut self, ctl: Control, link: &mut Link) -> Result<(), End> {
@@ -599,7 +601,12 @@ fn end_reason(end: End) -> String {
 
 /// Queues one request on the stream; a full or closed queue means the stream is unusable.
 fn send(link: &mut Link, xid: i32, op: pb::request::Op) -> Result<(), End> {
-    let msg = pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(pb::Request { xid, op: Some(op) })) };
+    send_request(link, pb::Request { xid, op: Some(op), consistency: pb::Consistency::Local.into() })
+}
+
+/// Queues one request, as [`send`] does.
+fn send_request(link: &mut Link, request: pb::Request) -> Result<(), End> {
+    let msg = pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(request)) };
     match link.out.try_send(msg) {
         Ok(()) => {
             link.last_send = Instant::now();

@@ -193,6 +193,8 @@ impl ClientOptions {
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// How fresh this handle's reads are ([`Client::linearizable`]).
+    consistency: pb::Consistency,
 }
 
 struct Inner {
@@ -256,6 +258,7 @@ impl Client {
                 watcher_queue: options.watcher_queue,
                 next_watcher: AtomicU64::new(1),
             }),
+            consistency: pb::Consistency::Local,
         };
         for (scheme, auth) in &options.auth {
             if let Err(e) = client.add_auth(scheme, auth).await {
@@ -265,6 +268,16 @@ impl Client {
             }
         }
         Ok(client)
+    }
+
+    /// A handle on the same session whose reads are linearizable: each is
+    /// answered once the leader has confirmed, after the read reached it,
+    /// that it still leads and the member has applied its commit point, so
+    /// it sees every write acknowledged to anyone before it was sent (one
+    /// quorum round trip, shared by the reads waiting together). Requests
+    /// of both handles keep one order: they share the session.
+    pub fn linearizable(&self) -> Client {
+        Client { inner: self.inner.clone(), consistency: pb::Consistency::Linearizable }
     }
 
     /// Sends one request and waits for its answer (or an error).
@@ -281,7 +294,8 @@ impl Client {
         let name = op_name(&op);
         let (reply, answer) = oneshot::channel();
         let work = async {
-            self.inner.commands.send(Command { op, effect, reply }).await.map_err(|_| shared.terminal_error())?;
+            let command = Command { op, effect, reply, consistency: self.consistency };
+            self.inner.commands.send(command).await.map_err(|_| shared.terminal_error())?;
             answer.await.map_err(|_| shared.terminal_error())?
         };
         let response = match self.inner.request_timeout {

@@ -272,6 +272,21 @@ impl Op {
         )
     }
 
+    /// Whether the op reads the tree's replicated state (what a linearizable
+    /// read must see up to date); watches and auth are local to the member.
+    pub fn reads_tree(&self) -> bool {
+        matches!(
+            self,
+            Op::Exists { .. }
+                | Op::GetData { .. }
+                | Op::GetAcl { .. }
+                | Op::GetChildren { .. }
+                | Op::GetAllChildrenNumber { .. }
+                | Op::GetEphemerals { .. }
+                | Op::MultiRead(_)
+        )
+    }
+
     /// Whether the op can make the stored state larger (creates, setData,
     /// setACL, or a multi holding one): what a member short of disk space
     /// refuses, while deletes and session ends still go through.

@@ -130,6 +130,17 @@ pub enum Violation {
         /// The highest zxid any client had been shown when the sync was sent.
         floor: Zxid,
     },
+    /// A linearizable read answered with a tree behind a zxid some replica
+    /// had already shown a client before the read was sent.
+    #[error("linearizable read: client {client}'s read was answered at {zxid}, but {floor} was applied and shown before it was sent")]
+    StaleLinearizableRead {
+        /// The client.
+        client: usize,
+        /// The zxid the read was answered at.
+        zxid: Zxid,
+        /// The highest zxid any client had been shown when the read was sent.
+        floor: Zxid,
+    },
     /// The ensemble did not converge after healing.
     #[error("liveness: {0}")]
     NoProgress(String),

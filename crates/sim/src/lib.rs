@@ -24,6 +24,8 @@ mod reconfigs;
 mod transfers;
 mod workload;
 
+pub use workload::ReadCounts;
+
 #[cfg(test)]
 mod tests;
 
@@ -115,6 +117,9 @@ pub struct Options {
     /// Chance per step that the leader is asked to reconfigure to a
     /// membership drawn from every peer (voters, observers, spares).
     pub reconfig: f64,
+    /// Every other read a client makes is linearizable (off: all plain, and
+    /// the schedules are those the pinned seeds were found with).
+    pub linearizable_reads: bool,
 }
 
 impl Options {
@@ -133,6 +138,7 @@ impl Options {
             snapshot_turns: false,
             digest_every: 1,
             transfer: 0.0,
+            linearizable_reads: false,
             ..Options::faulty(nodes)
         }
     }
@@ -162,6 +168,7 @@ impl Options {
             digest_every: 1,
             transfer: 0.0004,
             reconfig: 0.0,
+            linearizable_reads: true,
         }
     }
 }
@@ -205,6 +212,8 @@ pub struct Report {
     pub liveness_checks: usize,
     /// Writes acknowledged to clients.
     pub acked_writes: usize,
+    /// Reads answered, by kind, and the plain ones that were stale.
+    pub reads: ReadCounts,
     /// Messages delivered.
     pub delivered: u64,
     /// DIFFs that sent entries read back from storage.
@@ -346,7 +355,7 @@ impl Simulation {
         // healthy quorum.
         let probe = usize::from(sim.options.liveness);
         for i in 0..sim.options.clients + probe {
-            sim.clients.push(Client::new(i));
+            sim.clients.push(Client::new(i, sim.options.linearizable_reads));
         }
         sim
     }
@@ -393,6 +402,11 @@ impl Simulation {
         self.report.epochs = self.oracle.epochs();
         self.report.delivered = self.net.delivered;
         self.report.acked_writes = self.clients.iter().map(Client::acked_count).sum();
+        for reads in self.clients.iter().map(Client::reads) {
+            self.report.reads.linearizable += reads.linearizable;
+            self.report.reads.plain += reads.plain;
+            self.report.reads.stale_plain += reads.stale_plain;
+        }
         Ok(self.report)
     }
 

@@ -58,6 +58,9 @@ fn run_all(nodes: u64, default: u64) {
                     total.transfers += r.transfers;
                     total.handovers += r.handovers;
                     total.handovers_missed += r.handovers_missed;
+                    total.reads.linearizable += r.reads.linearizable;
+                    total.reads.plain += r.reads.plain;
+                    total.reads.stale_plain += r.reads.stale_plain;
                 }
             }
             Err(f) => panic!("{f}\nreplay: SIM_SEED={} cargo test -p zabkeeper-sim --lib tests", f.seed),
@@ -66,7 +69,8 @@ fn run_all(nodes: u64, default: u64) {
     println!(
         "{} schedules of {nodes} replicas: {} committed transactions, {} acked writes, {} epochs, {} crashes, {} partitions, {} stalled clocks ({} of them paused), \
          {} failed flushes, {} failed snapshots, {} slow members, {} disks short of space, {} liveness windows checked, \
-         {} DIFFs from storage, {} of them purged away, {} leadership transfers ({} to the nominee, {} elsewhere)",
+         {} DIFFs from storage, {} of them purged away, {} leadership transfers ({} to the nominee, {} elsewhere), \
+         {} linearizable reads (none stale), {} plain reads ({} stale)",
         seeds.len(),
         total.committed,
         total.acked_writes,
@@ -84,7 +88,10 @@ fn run_all(nodes: u64, default: u64) {
         total.stored_reads_lost,
         total.transfers,
         total.handovers,
-        total.handovers_missed
+        total.handovers_missed,
+        total.reads.linearizable,
+        total.reads.plain,
+        total.reads.stale_plain
     );
     assert!(total.acked_writes > 0, "the workload made no progress at all");
 }
@@ -142,7 +149,8 @@ fn pinned_regression_seeds() {
     // Pinned seeds replay the schedules they were found with, in which
     // every member snapshotted after the same count.
     for (nodes, seed, bug) in SOAK_REGRESSIONS {
-        let options = Options { snapshot_turns: false, transfer: 0.0, ..Options::faulty(nodes) };
+        let options =
+            Options { snapshot_turns: false, transfer: 0.0, linearizable_reads: false, ..Options::faulty(nodes) };
         if let Err(f) = Simulation::new(seed, options).run() {
             panic!("regression ({bug}) is back: {f}");
         }
@@ -158,12 +166,36 @@ fn pinned_regression_seeds() {
             snapshot_turns: false,
             digest_every: 10,
             transfer: 0.0,
+            linearizable_reads: false,
             ..Options::faulty(nodes)
         };
         if let Err(f) = Simulation::new(seed, options).run() {
             panic!("regression ({bug}) is back: {f}");
         }
     }
+}
+
+/// Issue 33's checker at work: across seeded schedules with pauses and
+/// partitions, plain reads are found stale (a paused or cut-off leader
+/// answers from its old tree: allowed, they are sequentially consistent)
+/// while no linearizable read and no sync ever is (each run fails on one).
+#[test]
+fn plain_reads_go_stale_under_faults_linearizable_reads_and_syncs_never() {
+    let options = Options { stall: 0.004, ..Options::faulty(3) };
+    let mut found = None;
+    let mut linearizable = 0;
+    for seed in seeds(40) {
+        let report = Simulation::new(seed, options.clone())
+            .run()
+            .unwrap_or_else(|f| panic!("{f}\nreplay: SIM_SEED={seed} cargo test -p zabkeeper-sim --lib plain_reads"));
+        linearizable += report.reads.linearizable;
+        if report.reads.stale_plain > 0 && found.is_none() {
+            found = Some((seed, report.reads.stale_plain));
+        }
+    }
+    assert!(linearizable > 0, "no linearizable read was answered");
+    let (seed, stale) = found.expect("no schedule had a stale plain read: the checker would not see one");
+    println!("seed {seed:#x}: {stale} stale plain reads; {linearizable} linearizable reads, none stale");
 }
 
 #[test]

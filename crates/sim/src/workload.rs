@@ -1,8 +1,11 @@
 //! Simulated clients: each holds a session on some replica and issues a
 //! random mix of writes and reads, reconnecting (resuming its session, with
 //! its last seen zxid) whenever its replica crashes or drops it. While doing
-//! so it checks what a client can see: replies in request order, and reads
-//! that never run behind its own acknowledged writes.
+//! so it checks what a client can see: replies in request order, reads
+//! that never run behind its own acknowledged writes, and linearizable reads
+//! and syncs that never run behind anything any client was shown before
+//! they were sent. Plain reads may (a paused leader answers them from its
+//! old tree): those are counted, not failed.
 
 use super::invariants::Violation;
 use crate::acl::{Acl, Id};
@@ -38,6 +41,8 @@ pub enum Action {
         xid: i32,
         /// The op.
         op: Op,
+        /// A read that must be linearizable.
+        linearizable: bool,
     },
 }
 
@@ -54,7 +59,9 @@ impl Action {
                     identities: vec![Id::new("ip", "127.0.0.1")],
                 },
             ),
-            Action::Request { node, conn, xid, op } => (node, Input::Request { conn, xid, echo: Echo::default(), op }),
+            Action::Request { node, conn, xid, op, linearizable } => {
+                (node, Input::Request { conn, xid, echo: Echo::default(), op, linearizable })
+            }
         }
     }
 }
@@ -63,7 +70,9 @@ enum Expect {
     /// A create of a unique persistent path, never deleted: once acknowledged it must stay.
     Create(String),
     /// A read of an acknowledged path: it must be there.
-    Present(String),
+    Present(String, Freshness),
+    /// Another read.
+    Read(Freshness),
     /// A sync: it must be answered at or above `floor`, the highest zxid
     /// any client had been shown when it was sent.
     Sync {
@@ -74,6 +83,29 @@ enum Expect {
     Other,
     /// A close of the session.
     Close,
+}
+
+/// How fresh a read must be: `floor` is the highest zxid any client had
+/// been shown when it was sent; a linearizable read must be answered at or
+/// above it, a plain one may fall behind (counted).
+#[derive(Clone, Copy, Debug)]
+struct Freshness {
+    /// That zxid.
+    floor: Zxid,
+    /// Asked for as linearizable.
+    linearizable: bool,
+}
+
+/// Reads a client made, by kind, and the plain ones that were stale.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadCounts {
+    /// Linearizable reads answered.
+    pub linearizable: usize,
+    /// Plain reads answered.
+    pub plain: usize,
+    /// Plain reads answered behind what some client had been shown before
+    /// they were sent (allowed: ZooKeeper's reads are sequentially consistent).
+    pub stale_plain: usize,
 }
 
 /// One simulated client.
@@ -91,11 +123,14 @@ pub struct Client {
     /// Creates refused with ThrottledOp (a leader short of disk): never applied.
     refused: Vec<String>,
     counter: u32,
+    reads: ReadCounts,
+    /// Every other read is linearizable.
+    linearizable: bool,
 }
 
 impl Client {
-    /// Client number `id`.
-    pub fn new(id: usize) -> Client {
+    /// Client number `id`; every other read is `linearizable` if so.
+    pub fn new(id: usize, linearizable: bool) -> Client {
         Client {
             id,
             node: None,
@@ -109,12 +144,19 @@ impl Client {
             new_acks: Vec::new(),
             refused: Vec::new(),
             counter: 0,
+            reads: ReadCounts::default(),
+            linearizable,
         }
     }
 
     /// The current connection.
     pub fn conn(&self) -> Option<ConnId> {
         self.conn
+    }
+
+    /// Reads answered so far, by kind.
+    pub fn reads(&self) -> ReadCounts {
+        self.reads
     }
 
     /// Writes acknowledged so far.
@@ -183,13 +225,19 @@ impl Client {
                     return Err(Violation::ReplyOrder { client: self.id, got: xid, expected });
                 }
                 self.last_zxid = self.last_zxid.max(zxid);
+                // A read's answer, or NoNode (also an answer of the tree's);
+                // not a failure such as ConnectionLoss.
+                let answered = reply.as_ref().map_or_else(|e| e.code == ErrorCode::NoNode, |_| true);
+                if let (Expect::Present(_, fresh) | Expect::Read(fresh), true) = (&expect, answered) {
+                    self.check_fresh(*fresh, zxid)?;
+                }
                 match (expect, reply) {
                     (Expect::Create(path), Ok(_)) => {
                         self.acked.push(path.clone());
                         self.new_acks.push(path);
                     }
                     (Expect::Create(path), Err(e)) if e.code == ErrorCode::ThrottledOp => self.refused.push(path),
-                    (Expect::Present(path), Err(e)) if e.code == ErrorCode::NoNode => {
+                    (Expect::Present(path, _), Err(e)) if e.code == ErrorCode::NoNode => {
                         return Err(Violation::StaleRead { client: self.id, path });
                     }
                     (Expect::Close, Ok(_)) => self.session = None,
@@ -200,6 +248,20 @@ impl Client {
                 }
             }
             ClientMessage::Event(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Counts a read answered at `zxid`; a linearizable one behind its floor fails.
+    fn check_fresh(&mut self, fresh: Freshness, zxid: Zxid) -> Result<(), Violation> {
+        if fresh.linearizable {
+            self.reads.linearizable += 1;
+            if zxid < fresh.floor {
+                return Err(Violation::StaleLinearizableRead { client: self.id, zxid, floor: fresh.floor });
+            }
+        } else {
+            self.reads.plain += 1;
+            self.reads.stale_plain += usize::from(zxid < fresh.floor);
         }
         Ok(())
     }
@@ -235,10 +297,11 @@ impl Client {
             return None;
         }
         let (op, expect) = self.pick_op(rng, healing, shown);
+        let linearizable = matches!(expect, Expect::Present(_, f) | Expect::Read(f) if f.linearizable);
         self.next_xid += 1;
         let xid = self.next_xid;
         self.outstanding.push_back((xid, expect));
-        Some(Action::Request { node, conn, xid, op })
+        Some(Action::Request { node, conn, xid, op, linearizable })
     }
 
     fn pick_op(&mut self, rng: &mut StdRng, healing: bool, shown: Zxid) -> (Op, Expect) {
@@ -254,6 +317,9 @@ impl Client {
         let acked = |rng: &mut StdRng, acked: &[String]| -> Option<String> {
             (!acked.is_empty()).then(|| acked[rng.random_range(0..acked.len())].clone())
         };
+        // Every other read is linearizable (decided without a draw, so the
+        // schedules of existing seeds stay as they were).
+        let fresh = Freshness { floor: shown, linearizable: self.linearizable && self.counter.is_multiple_of(2) };
         let roll = rng.random_range(0..100);
         match roll {
             0..=29 => {
@@ -265,10 +331,12 @@ impl Client {
             45..=54 => (create("/q/s-".into(), CreateMode::PersistentSequential), Expect::Other),
             55..=64 => match acked(rng, &self.acked) {
                 Some(path) => (Op::SetData { path, data: data.into(), version: -1 }, Expect::Other),
-                None => (Op::GetChildren { path: "/".into(), watch: true, with_stat: false }, Expect::Other),
+                None => (Op::GetChildren { path: "/".into(), watch: true, with_stat: false }, Expect::Read(fresh)),
             },
             65..=79 => match acked(rng, &self.acked) {
-                Some(path) => (Op::Exists { path: path.clone(), watch: rng.random_bool(0.3) }, Expect::Present(path)),
+                Some(path) => {
+                    (Op::Exists { path: path.clone(), watch: rng.random_bool(0.3) }, Expect::Present(path, fresh))
+                }
                 None => (Op::Sync { path: "/".into() }, Expect::Sync { floor: shown }),
             },
             80..=84 => (Op::Sync { path: "/".into() }, Expect::Sync { floor: shown }),
@@ -283,7 +351,7 @@ impl Client {
                 (Op::Multi(ops), Expect::Other)
             }
             93..=95 if !healing => (Op::CloseSession, Expect::Close),
-            _ => (Op::GetData { path: "/q".into(), watch: true }, Expect::Other),
+            _ => (Op::GetData { path: "/q".into(), watch: true }, Expect::Read(fresh)),
         }
     }
 }

@@ -159,6 +159,10 @@ enum Command {
         /// Leave a watch and print its event: the command waits for it, the shell prints it when it fires.
         #[arg(short = 'w', long)]
         watch: bool,
+        /// A linearizable read: it sees every write acknowledged before it
+        /// (one quorum round trip), where a plain read may lag.
+        #[arg(long)]
+        linearizable: bool,
         #[command(flatten)]
         format: DataFormat,
         /// The node's path.
@@ -231,6 +235,10 @@ enum Command {
         /// Leave a child watch and print its event: the command waits for it, the shell prints it when it fires.
         #[arg(short = 'w', long, conflicts_with = "recursive")]
         watch: bool,
+        /// Linearizable reads: they see every write acknowledged before them
+        /// (one quorum round trip each), where plain reads may lag.
+        #[arg(long)]
+        linearizable: bool,
         /// The node's path.
         path: String,
     },
@@ -462,7 +470,8 @@ async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) 
             };
             commands::create(client, out, &path, &plan.data, mode, &acl, ttl).await
         }
-        Command::Get { stat, watch, format, path } => {
+        Command::Get { stat, watch, linearizable, format, path } => {
+            let client = if linearizable { &client.linearizable() } else { client };
             commands::get(client, out, &path, stat, watch, format.encoding()).await
         }
         Command::Set { version, path, .. } => commands::set(client, out, &path, &plan.data, version).await,
@@ -470,7 +479,8 @@ async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) 
         Command::Multi { .. } => multi::run(client, out, &plan.ops).await,
         Command::Delete { version, path } => commands::delete(client, out, &path, version).await,
         Command::Rm { recursive, max_nodes, path } => commands::rm(client, out, &path, recursive, max_nodes).await,
-        Command::Ls { recursive, stat, max_nodes, watch, path } => {
+        Command::Ls { recursive, stat, max_nodes, watch, linearizable, path } => {
+            let client = if linearizable { &client.linearizable() } else { client };
             commands::ls(client, out, &path, commands::Listing { recursive, with_stat: stat, max_nodes, watch }).await
         }
         Command::Removewatches { children, data, path, .. } => {
@@ -576,6 +586,15 @@ mod tests {
         assert!(matches!(cli, Some(Command::Get { watch: true, format: DataFormat { hex: false, base64: true }, .. })));
         assert!(parse(&["zkctl", "get", "--hex", "--base64", "/a"]).is_err());
         assert!(matches!(parse(&["zkctl", "ls", "-w", "/a"]).unwrap(), Some(Command::Ls { watch: true, .. })));
+        let linearizable = |args: &[&str]| {
+            matches!(
+                parse(args).unwrap(),
+                Some(Command::Get { linearizable: true, .. } | Command::Ls { linearizable: true, .. })
+            )
+        };
+        assert!(linearizable(&["zkctl", "get", "--linearizable", "/a"]));
+        assert!(linearizable(&["zkctl", "ls", "-R", "--linearizable", "/a"]));
+        assert!(!linearizable(&["zkctl", "get", "/a"]));
         assert!(parse(&["zkctl", "ls", "-w", "-R", "/a"]).is_err(), "a child watch is on one node");
         assert!(matches!(
             parse(&["zkctl", "removewatches", "/a", "-d"]).unwrap(),

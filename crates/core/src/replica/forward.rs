@@ -64,6 +64,12 @@ pub enum ToLeader {
         /// The sessions.
         sessions: Vec<SessionId>,
     },
+    /// Linearizable reads of the follower's round `round` wait for the
+    /// leader's commit point, once a quorum confirms it leads (`read_index`).
+    ReadIndex {
+        /// The follower's round number.
+        round: u64,
+    },
 }
 
 /// From the leader to one follower.
@@ -76,6 +82,14 @@ pub enum ToFollower {
         /// Tag.
         cxid: i32,
         /// The leader's last proposal when the sync reached it.
+        zxid: Zxid,
+    },
+    /// The follower's read-index round `round` is confirmed: its reads go
+    /// once the follower has applied `zxid`.
+    ReadIndexDone {
+        /// The round.
+        round: u64,
+        /// The leader's commit point when the round reached it.
         zxid: Zxid,
     },
 }

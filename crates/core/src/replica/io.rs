@@ -116,6 +116,9 @@ pub enum Input {
         echo: Echo,
         /// The request.
         op: Op,
+        /// A read to answer only once it is linearizable (`read_index`);
+        /// ignored for writes, which always are.
+        linearizable: bool,
     },
     /// A request the front end could not decode: it is answered with `error`
     /// in its turn, so the session's replies stay in order.

@@ -29,6 +29,7 @@ mod connect;
 pub mod forward;
 pub mod io;
 pub mod prep;
+pub mod read_index;
 pub mod reads;
 pub mod reconfig;
 mod requests;
@@ -86,6 +87,9 @@ pub struct Config {
     /// Serve ZooKeeper's `reconfig` (ZooKeeper's `reconfigEnabled`; off:
     /// RECONFIGDISABLED). The admin API reconfigures either way.
     pub reconfig_enabled: bool,
+    /// Every read on this member is linearizable (`read_index`), for
+    /// clients that cannot ask per request (ClickHouse Keeper's `quorum_reads`).
+    pub linearizable_reads: bool,
     /// Record every change applied to the tree for [`Replica::drain_applied`]
     /// (the simulation's oracle checks them) and keep the tree's digest up to
     /// date; off in a server, where nothing would drain them.
@@ -110,6 +114,7 @@ impl Config {
             super_digest: None,
             members: None,
             reconfig_enabled: false,
+            linearizable_reads: false,
             record_applied: false,
         }
     }
@@ -200,6 +205,8 @@ pub struct Replica {
     touched: BTreeSet<SessionId>,
     /// The leader's preparation of writes.
     prep: Prep,
+    /// Linearizable reads waiting for their barrier.
+    read_index: read_index::ReadIndex,
     /// The data directory is below its space reserve (see [`Input::DiskSpace`]).
     disk_low: bool,
     snapshots: Snapshots,
@@ -274,6 +281,7 @@ impl Replica {
             conns: Connections::default(),
             touched: BTreeSet::new(),
             prep: Prep::default(),
+            read_index: Default::default(),
             disk_low: false,
             serving_lost_at: 0,
             counters: Counters::default(),
@@ -313,7 +321,7 @@ impl Replica {
                 self.conns.open(conn, request, until_tick, new_password, identities, self.clock.now_ms);
                 self.try_connect(conn);
             }
-            Input::Request { conn, xid, echo, op } => self.on_request(conn, xid, echo, op),
+            Input::Request { conn, xid, echo, op, linearizable } => self.on_request(conn, xid, echo, op, linearizable),
             Input::BadRequest { conn, xid, echo, error } => self.on_bad_request(conn, xid, echo, error),
             Input::Disconnect { conn } => self.drop_conn(conn),
         }
@@ -350,6 +358,11 @@ impl Replica {
     /// waiting here for the tree to reach the zxid the leader named.
     pub fn pending_syncs(&self) -> usize {
         self.prep.pending_syncs() + self.conns.waiting_apply().count()
+    }
+
+    /// Linearizable reads waiting for the leader to confirm their round.
+    pub fn pending_linearizable_reads(&self) -> usize {
+        self.read_index.pending()
     }
 
     /// Connections here, with their session (once attached), queue depth
@@ -457,6 +470,9 @@ impl Replica {
                 for s in self.prep.confirmed(&mut self.zab, probe) {
                     self.sync_reached(s.session, s.cxid, s.zxid);
                 }
+                for c in self.read_index.confirmed(&mut self.zab, probe) {
+                    self.sync_reached(c.barrier.session, c.barrier.cxid, c.zxid);
+                }
             }
         }
     }
@@ -508,6 +524,7 @@ impl Replica {
             }
         }
         self.prep.clear();
+        self.read_index.clear();
         self.touched.clear();
     }
 

@@ -12,7 +12,7 @@ use crate::op::{Op, OpResult, Reply};
 use crate::session::Start;
 
 impl Replica {
-    pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op) {
+    pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op, linearizable: bool) {
         let Some(c) = self.conns.get_mut(conn) else { return };
         c.last_heard_ms = self.clock.now_ms;
         // Malformed writes fail here with a precise reason and no round trip;
@@ -21,7 +21,8 @@ impl Replica {
             Err(e) if op.is_write() || matches!(op, Op::MultiRead(_)) => Some(e),
             _ => None,
         };
-        c.queue.push(xid, echo, op, refused);
+        let linearizable = linearizable || self.config.linearizable_reads;
+        c.queue.push(xid, echo, op, refused, linearizable);
         // Requests sent before the session is attached wait in the queue.
         let Some(session) = c.session() else { return };
         self.touch(session);
@@ -30,7 +31,7 @@ impl Replica {
 
     pub(super) fn on_bad_request(&mut self, conn: ConnId, xid: i32, echo: Echo, error: ZkError) {
         let Some(c) = self.conns.get_mut(conn) else { return };
-        c.queue.push(xid, echo, Op::Ping, Some(error));
+        c.queue.push(xid, echo, Op::Ping, Some(error), false);
         self.advance(conn);
     }
 
@@ -65,10 +66,25 @@ impl Replica {
     /// Sends a started write or sync on its way: to the leader's queue here,
     /// or forwarded to the leader. Without a leader it fails at once.
     fn submit(&mut self, conn: ConnId, session: SessionId, start: Start) {
-        let Start { cxid, op } = start;
+        let Start { cxid, op, barrier } = start;
+        let lost = |c: &mut crate::session::Conn<Echo>| {
+            c.queue.complete(cxid, |_| Err(ZkError::new(ErrorCode::ConnectionLoss, "")));
+        };
         if !self.status.serving {
             if let Some(c) = self.conns.get_mut(conn) {
-                c.queue.complete(cxid, |_| Err(ZkError::new(ErrorCode::ConnectionLoss, "")));
+                lost(c);
+            }
+            return;
+        }
+        if barrier {
+            let barrier = super::read_index::Barrier { session, cxid };
+            let asked = if self.leading() {
+                self.read_index.lead(&mut self.zab, barrier)
+            } else {
+                self.read_index.follow(&mut self.zab, barrier)
+            };
+            if let Some(c) = self.conns.get_mut(conn).filter(|_| !asked) {
+                lost(c);
             }
             return;
         }
@@ -196,6 +212,10 @@ impl Replica {
                 return;
             }
         };
+        if let ToLeader::ReadIndex { round } = msg {
+            self.read_index.forwarded(&mut self.zab, from, round);
+            return;
+        }
         let me = self.me();
         if let Some(moved) = self.prep.forwarded(me, from, msg, self.clock.ticks) {
             if let Some(old) = self.conns.of_session(moved) {
@@ -208,6 +228,11 @@ impl Replica {
     pub(super) fn on_replied(&mut self, payload: &[u8]) {
         match forward::decode::<forward::ToFollower>(payload) {
             Ok(forward::ToFollower::SyncDone { session, cxid, zxid }) => self.sync_reached(session, cxid, zxid),
+            Ok(forward::ToFollower::ReadIndexDone { round, zxid }) => {
+                for c in self.read_index.answered(&mut self.zab, round, zxid) {
+                    self.sync_reached(c.barrier.session, c.barrier.cxid, c.zxid);
+                }
+            }
             Err(e) => tracing::warn!(id = self.me(), error = %e, "dropping malformed leader reply"),
         }
     }

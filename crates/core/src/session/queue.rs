@@ -6,6 +6,11 @@
 //! pipeline, each starting as soon as only writes and syncs are ahead of it,
 //! and the leader commits them in the order they started.
 //!
+//! A linearizable read starts a barrier as a sync does, as soon as it
+//! arrives (reads ahead of it hold back what follows them, never its
+//! barrier): it is answered at the front, once the tree has reached the
+//! point the leader confirmed after the read arrived.
+//!
 //! `E` is whatever the front end wants back with the reply; the queue only
 //! carries it.
 
@@ -20,8 +25,11 @@ enum Progress {
     New,
     /// A write or sync on its way to the leader, tagged `cxid`.
     Started(i32),
-    /// A sync the leader answered: done once the tree reaches this zxid.
+    /// A sync (or a linearizable read's barrier) the leader answered: done
+    /// (or cleared) once the tree reaches this zxid.
     WaitApplied(Zxid),
+    /// A linearizable read whose barrier the tree has passed: answered at the front.
+    Cleared,
     /// Answered, waiting for its turn to be sent.
     Done(Reply),
 }
@@ -32,6 +40,8 @@ struct Pending<E> {
     echo: E,
     op: Op,
     progress: Progress,
+    /// A read that waits for a barrier before it is answered.
+    linearizable: bool,
 }
 
 impl<E> Pending<E> {
@@ -49,6 +59,8 @@ pub struct Start {
     pub cxid: i32,
     /// The request (a copy: the queue keeps the original to shape the reply).
     pub op: Op,
+    /// A linearizable read's barrier (answered as a sync is), not the op itself.
+    pub barrier: bool,
 }
 
 /// A request whose reply may go out now.
@@ -68,11 +80,14 @@ pub struct Answered<E> {
 #[derive(Debug)]
 pub struct RequestQueue<E> {
     items: VecDeque<Pending<E>>,
+    /// Linearizable reads whose barrier has not started (while none is,
+    /// [`start`](Self::start) stops at the first unanswered read).
+    unstarted_barriers: usize,
 }
 
 impl<E> Default for RequestQueue<E> {
     fn default() -> Self {
-        RequestQueue { items: VecDeque::new() }
+        RequestQueue { items: VecDeque::new(), unstarted_barriers: 0 }
     }
 }
 
@@ -88,48 +103,66 @@ impl<E> RequestQueue<E> {
     }
 
     /// Appends a request. `refused` answers it at once (a request that
-    /// failed validation); the reply still waits for its turn.
-    pub fn push(&mut self, xid: i32, echo: E, op: Op, refused: Option<ZkError>) {
+    /// failed validation); the reply still waits for its turn. A
+    /// `linearizable` read waits for a barrier (ignored for other ops).
+    pub fn push(&mut self, xid: i32, echo: E, op: Op, refused: Option<ZkError>, linearizable: bool) {
         let progress = match refused {
             Some(e) => Progress::Done(Err(e)),
             None => Progress::New,
         };
-        self.items.push_back(Pending { xid, echo, op, progress });
+        let linearizable = linearizable && op.reads_tree();
+        if linearizable && matches!(progress, Progress::New) {
+            self.unstarted_barriers += 1;
+        }
+        self.items.push_back(Pending { xid, echo, op, progress, linearizable });
     }
 
     /// Starts every write and sync that may start now, tagging each with a
     /// fresh `cxid()`, and returns them in order.
     pub fn start(&mut self, mut cxid: impl FnMut() -> i32) -> Vec<Start> {
         let mut started = Vec::new();
+        let mut blocked = false;
         for p in self.items.iter_mut() {
+            if blocked && self.unstarted_barriers == 0 {
+                break;
+            }
             let new = matches!(p.progress, Progress::New);
-            if !p.pipelines() {
-                if new {
-                    // A read not yet answered holds back everything behind it.
-                    break;
+            if p.pipelines() {
+                if new && !blocked {
+                    let cxid = cxid();
+                    p.progress = Progress::Started(cxid);
+                    started.push(Start { cxid, op: p.op.clone(), barrier: false });
                 }
                 continue;
             }
-            if new {
+            if new && p.linearizable {
                 let cxid = cxid();
                 p.progress = Progress::Started(cxid);
-                started.push(Start { cxid, op: p.op.clone() });
+                self.unstarted_barriers -= 1;
+                started.push(Start { cxid, op: p.op.clone(), barrier: true });
             }
+            // A read not yet answered holds back every write and sync behind it.
+            blocked |= !matches!(p.progress, Progress::Done(_));
         }
         started
     }
 
     /// The request at the front if it is one to answer here (a read, an auth)
-    /// and not yet answered.
+    /// and not yet answered (a linearizable read once its barrier cleared).
     pub fn read_at_front(&self) -> Option<&Op> {
         let front = self.items.front()?;
-        (matches!(front.progress, Progress::New) && !front.pipelines()).then_some(&front.op)
+        let ready = match front.progress {
+            Progress::New => !front.linearizable,
+            Progress::Cleared => true,
+            _ => false,
+        };
+        (ready && !front.pipelines()).then_some(&front.op)
     }
 
     /// Answers the request [`read_at_front`](Self::read_at_front) returned.
     pub fn answer_front(&mut self, reply: Reply) {
         if let Some(front) = self.items.front_mut() {
-            debug_assert!(matches!(front.progress, Progress::New) && !front.pipelines());
+            debug_assert!(matches!(front.progress, Progress::New | Progress::Cleared) && !front.pipelines());
             front.progress = Progress::Done(reply);
         }
     }
@@ -155,13 +188,15 @@ impl<E> RequestQueue<E> {
         self.items.iter_mut().find(|p| matches!(p.progress, Progress::Started(c) if c == cxid))
     }
 
-    /// Completes the syncs the tree has caught up with; true while another
-    /// still waits.
+    /// Completes the syncs (and clears the barriers) the tree has caught up
+    /// with; true while another still waits.
     pub fn applied(&mut self, applied: Zxid) -> bool {
         let mut waiting = false;
         for p in self.items.iter_mut() {
             if let Progress::WaitApplied(z) = p.progress {
-                if applied >= z {
+                if applied >= z && p.linearizable {
+                    p.progress = Progress::Cleared;
+                } else if applied >= z {
                     let path = match &p.op {
                         Op::Sync { path } => path.clone(),
                         _ => String::new(),
@@ -212,10 +247,10 @@ mod tests {
     #[test]
     fn writes_pipeline_until_a_read() {
         let mut q = RequestQueue::default();
-        q.push(1, (), set("/a"), None);
-        q.push(2, (), Op::Sync { path: "/".into() }, None);
-        q.push(3, (), get("/a"), None);
-        q.push(4, (), set("/b"), None);
+        q.push(1, (), set("/a"), None, false);
+        q.push(2, (), Op::Sync { path: "/".into() }, None, false);
+        q.push(3, (), get("/a"), None, false);
+        q.push(4, (), set("/b"), None, false);
         let mut cxid = counter();
         let started: Vec<i32> = q.start(&mut cxid).iter().map(|s| s.cxid).collect();
         assert_eq!(started, vec![1, 2], "the read holds back the write behind it");
@@ -226,8 +261,8 @@ mod tests {
     #[test]
     fn replies_leave_in_request_order() {
         let mut q = RequestQueue::default();
-        q.push(1, "a", set("/a"), None);
-        q.push(2, "b", set("/b"), None);
+        q.push(1, "a", set("/a"), None, false);
+        q.push(2, "b", set("/b"), None, false);
         let mut cxid = counter();
         assert_eq!(q.start(&mut cxid).len(), 2);
         assert!(q.complete(2, |_| Ok(OpResult::Empty)));
@@ -241,8 +276,8 @@ mod tests {
     #[test]
     fn a_read_is_answered_at_the_front_then_unblocks_writes() {
         let mut q = RequestQueue::default();
-        q.push(1, (), get("/a"), None);
-        q.push(2, (), set("/a"), None);
+        q.push(1, (), get("/a"), None, false);
+        q.push(2, (), set("/a"), None, false);
         let mut cxid = counter();
         assert!(q.start(&mut cxid).is_empty());
         assert_eq!(q.read_at_front(), Some(&get("/a")));
@@ -254,8 +289,8 @@ mod tests {
     #[test]
     fn a_refused_request_keeps_its_turn() {
         let mut q = RequestQueue::default();
-        q.push(1, (), set("/a"), None);
-        q.push(2, (), set("bad"), Some(ZkError::new(ErrorCode::BadArguments, "bad")));
+        q.push(1, (), set("/a"), None, false);
+        q.push(2, (), set("bad"), Some(ZkError::new(ErrorCode::BadArguments, "bad")), false);
         let mut cxid = counter();
         assert_eq!(q.start(&mut cxid).len(), 1, "the refused one is not started");
         assert!(q.pop_answered().is_none());
@@ -268,7 +303,7 @@ mod tests {
     #[test]
     fn a_sync_completes_once_the_tree_reaches_the_leaders_zxid() {
         let mut q = RequestQueue::default();
-        q.push(7, (), Op::Sync { path: "/x".into() }, None);
+        q.push(7, (), Op::Sync { path: "/x".into() }, None, false);
         let started = q.start(counter());
         assert!(q.sync_answered(started[0].cxid, Zxid(5)));
         assert!(q.applied(Zxid(4)), "still waiting");
@@ -276,5 +311,46 @@ mod tests {
         assert!(!q.applied(Zxid(5)));
         let answered = q.pop_answered().map(|a| a.reply);
         assert_eq!(answered, Some(Ok(OpResult::Synced("/x".into()))));
+    }
+
+    #[test]
+    fn a_linearizable_read_waits_for_its_barrier_then_the_front() {
+        let mut q = RequestQueue::default();
+        q.push(1, (), get("/a"), None, false);
+        q.push(2, (), get("/b"), None, true);
+        q.push(3, (), set("/c"), None, false);
+        let mut cxid = counter();
+        let started = q.start(&mut cxid);
+        assert_eq!(started.len(), 1, "the barrier starts behind a plain read; the write behind both waits");
+        assert!(started[0].barrier);
+        assert!(q.start(&mut cxid).is_empty(), "nothing starts twice");
+        assert_eq!(q.read_at_front(), Some(&get("/a")));
+        q.answer_front(Ok(OpResult::Empty));
+        assert_eq!(q.pop_answered().map(|a| a.xid), Some(1));
+        assert!(q.read_at_front().is_none(), "its barrier is not answered yet");
+        assert!(q.sync_answered(started[0].cxid, Zxid(9)));
+        assert!(q.applied(Zxid(8)), "still waiting for the tree");
+        assert!(q.read_at_front().is_none());
+        assert!(q.start(&mut cxid).is_empty(), "the write waits for the read");
+        assert!(!q.applied(Zxid(9)));
+        assert_eq!(q.read_at_front(), Some(&get("/b")), "cleared, at the front");
+        q.answer_front(Ok(OpResult::Empty));
+        assert_eq!(q.pop_answered().map(|a| a.xid), Some(2));
+        assert_eq!(q.start(&mut cxid).len(), 1, "now the write starts");
+    }
+
+    #[test]
+    fn a_failed_barrier_fails_its_read_and_only_reads_take_one() {
+        let mut q = RequestQueue::default();
+        q.push(1, (), Op::WhoAmI, None, true);
+        q.push(2, (), get("/b"), None, true);
+        let started = q.start(counter());
+        assert_eq!(started.len(), 1, "whoAmI reads no tree: only the read behind it has a barrier");
+        assert_eq!(q.read_at_front(), Some(&Op::WhoAmI), "answered at once");
+        q.answer_front(Ok(OpResult::Empty));
+        assert!(q.pop_answered().is_some());
+        assert!(q.complete(started[0].cxid, |_| Err(ZkError::new(ErrorCode::ConnectionLoss, ""))));
+        let failed = q.pop_answered().map(|a| a.reply.map_err(|e| e.code));
+        assert_eq!(failed, Some(Err(ErrorCode::ConnectionLoss)));
     }
 }

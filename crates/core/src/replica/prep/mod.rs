@@ -197,6 +197,9 @@ impl Prep {
                     self.tracker.touch(s, now_tick);
                 }
             }
+            ToLeader::ReadIndex { .. } => {
+                debug_assert!(false, "read-index rounds are the replica's, not prep's");
+            }
         }
         None
     }

@@ -218,10 +218,16 @@ impl Ensemble {
     }
 
     pub(super) fn send(&mut self, conn: ConnId, op: Op) -> i32 {
+        self.send_with(conn, op, false)
+    }
+
+    /// Sends a request, `linearizable` if a read must be.
+    pub(super) fn send_with(&mut self, conn: ConnId, op: Op, linearizable: bool) -> i32 {
         self.xid += 1;
         let node = self.conn_node[&conn];
         let xid = self.xid;
-        self.nodes.get_mut(&node).unwrap().replica.handle(Input::Request { conn, xid, echo: Echo::default(), op });
+        let input = Input::Request { conn, xid, echo: Echo::default(), op, linearizable };
+        self.nodes.get_mut(&node).unwrap().replica.handle(input);
         self.drain(node);
         xid
     }
@@ -277,6 +283,26 @@ impl Ensemble {
     /// queued in the socket would.
     pub(super) fn resume(&mut self, id: ServerId) {
         self.paused.remove(&id);
+    }
+
+    /// Pauses the leader (SIGSTOP) with a client connected to it, lets the
+    /// others elect a leader and create `path` through it, and resumes the
+    /// old one (its held messages not yet delivered). Returns the old
+    /// leader and its client's connection.
+    pub(super) fn depose_paused_leader(&mut self, path: &str) -> (ServerId, ConnId) {
+        let old = self.leader();
+        let (f1, f2) = followers_of(old);
+        let (on_old, _, _) = self.connect(old);
+        self.pause(old);
+        self.settle(30);
+        let new = [f1, f2]
+            .into_iter()
+            .find(|id| self.nodes[id].replica.status().role == Role::Leading && self.nodes[id].replica.status().serving)
+            .expect("the others elect a leader");
+        let (on_new, _, _) = self.connect(new);
+        self.call(on_new, create(path, CreateMode::Persistent)).unwrap();
+        self.resume(old);
+        (old, on_old)
     }
 
     /// Holds back every message from `from` to `to` from now on.

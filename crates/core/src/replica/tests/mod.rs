@@ -3,6 +3,7 @@
 //! clients). The randomized search with faults lives in `sim`.
 
 mod harness;
+mod linearizable;
 
 use super::*;
 use crate::acl::Acl;
@@ -144,19 +145,8 @@ fn sync_makes_a_follower_catch_up() {
 #[test]
 fn a_resumed_leader_answers_a_sync_only_once_a_quorum_confirms_it_still_leads() {
     let mut e = Ensemble::new(3);
-    let old = e.leader();
-    let (f1, f2) = followers_of(old);
-    let (on_old, _, _) = e.connect(old);
-    e.pause(old);
-    e.settle(30);
-    let new = [f1, f2]
-        .into_iter()
-        .find(|id| e.nodes[id].replica.status().role == Role::Leading && e.nodes[id].replica.status().serving)
-        .expect("the others elect a leader");
-    let (on_new, _, _) = e.connect(new);
-    e.call(on_new, create("/after", CreateMode::Persistent)).unwrap();
+    let (old, on_old) = e.depose_paused_leader("/after");
 
-    e.resume(old);
     let sync = e.send(on_old, Op::Sync { path: "/".into() });
     let read = e.send(on_old, get("/after", false));
     e.release(old);

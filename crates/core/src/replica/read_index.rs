@@ -1,0 +1,178 @@
+//! Linearizable reads by read index, as etcd's ReadIndex: a read is answered
+//! from the local tree once (1) the leader has confirmed it still leads, by a
+//! leadership probe that a quorum of the configuration in force echoed and
+//! that was sent after the read arrived, and (2) this replica has applied the
+//! leader's commit point as of the read's arrival at the leader.
+//!
+//! Why that is enough: a probe echoed by a quorum proves no later epoch had
+//! committed anything when the echoes were sent (a member that accepted a
+//! later epoch never answers this one), so the leader's commit point holds
+//! every write acknowledged to any client before the read began. No clock is
+//! trusted: a lease would be unsafe under the pauses and clock jumps the
+//! simulation injects, and a probe costs one round trip the reads share.
+//!
+//! Cost is per round, not per read. On the leader, every barrier asked in
+//! one turn shares one probe (one PING per follower). A follower keeps at
+//! most one round in flight to the leader: barriers that arrive meanwhile
+//! wait together for the next round, which is asked as the answer comes.
+//!
+//! A barrier that cannot be confirmed (no quorum) is never answered: the
+//! client's request times out, and when the member stops serving its
+//! connections close (ConnectionLoss), as a sync's do. Never stale data.
+
+use super::forward::{self, ToFollower, ToLeader};
+use crate::ids::{ServerId, SessionId, Zxid};
+use crate::zab::Peer;
+use std::collections::VecDeque;
+
+/// A read waiting for its barrier: the session and the queue's tag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Barrier {
+    /// The session.
+    pub session: SessionId,
+    /// The tag of the read's barrier in its connection's queue.
+    pub cxid: i32,
+}
+
+/// A barrier answered: the read may go once the tree has applied `zxid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cleared {
+    /// Whose read.
+    pub barrier: Barrier,
+    /// The leader's commit point when the read reached it.
+    pub zxid: Zxid,
+}
+
+/// Who waits for a probe on the leader.
+#[derive(Clone, Copy, Debug)]
+enum Waiter {
+    /// A read of a session attached to the leader.
+    Local(Barrier),
+    /// A follower's round.
+    Follower { id: ServerId, round: u64 },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Confirming {
+    probe: u64,
+    /// The commit point when the barrier arrived.
+    index: Zxid,
+    waiter: Waiter,
+}
+
+/// A follower's round asked of the leader and not yet answered.
+#[derive(Debug)]
+struct Round {
+    number: u64,
+    barriers: Vec<Barrier>,
+}
+
+/// Read-index barriers on this replica, as leader and as follower.
+#[derive(Debug, Default)]
+pub struct ReadIndex {
+    /// Leader: barriers waiting for their probe, in probe order.
+    confirming: VecDeque<Confirming>,
+    /// Follower: the round in flight.
+    in_flight: Option<Round>,
+    /// Follower: barriers for the next round.
+    next: Vec<Barrier>,
+    /// Follower: the last round number asked.
+    rounds: u64,
+}
+
+impl ReadIndex {
+    /// Forgets every barrier (this member stopped serving: its connections close).
+    pub fn clear(&mut self) {
+        self.confirming.clear();
+        self.in_flight = None;
+        self.next.clear();
+    }
+
+    /// Barriers not yet answered.
+    pub fn pending(&self) -> usize {
+        let local = self.confirming.iter().filter(|c| matches!(c.waiter, Waiter::Local(_))).count();
+        local + self.in_flight.as_ref().map_or(0, |r| r.barriers.len()) + self.next.len()
+    }
+
+    /// Leader: a read of a session attached here. False unless this member
+    /// is an established leader (the caller fails the read).
+    pub fn lead(&mut self, zab: &mut Peer, barrier: Barrier) -> bool {
+        self.confirm(zab, Waiter::Local(barrier))
+    }
+
+    /// Leader: a follower asked for round `round`.
+    pub fn forwarded(&mut self, zab: &mut Peer, from: ServerId, round: u64) {
+        // Unconfirmable here (not established): the follower's round waits
+        // until it stops following this member.
+        self.confirm(zab, Waiter::Follower { id: from, round });
+    }
+
+    fn confirm(&mut self, zab: &mut Peer, waiter: Waiter) -> bool {
+        let index = zab.last_committed();
+        let Some(probe) = zab.confirm_leadership() else { return false };
+        debug_assert!(self.confirming.back().is_none_or(|c| c.probe <= probe), "probes are asked in order");
+        self.confirming.push_back(Confirming { probe, index, waiter });
+        true
+    }
+
+    /// Leader: a quorum confirmed every probe up to `probe`. Followers'
+    /// rounds are answered; the local reads cleared are returned.
+    pub fn confirmed(&mut self, zab: &mut Peer, probe: u64) -> Vec<Cleared> {
+        let mut cleared = Vec::new();
+        while let Some(c) = self.confirming.front().filter(|c| c.probe <= probe).copied() {
+            self.confirming.pop_front();
+            match c.waiter {
+                Waiter::Local(barrier) => cleared.push(Cleared { barrier, zxid: c.index }),
+                Waiter::Follower { id, round } => {
+                    zab.reply(id, forward::encode(&ToFollower::ReadIndexDone { round, zxid: c.index }));
+                }
+            }
+        }
+        cleared
+    }
+
+    /// Follower (or observer): a read of a session attached here. It joins
+    /// the next round, asked now unless one is in flight. False if the
+    /// leader cannot be asked (the caller fails the read).
+    pub fn follow(&mut self, zab: &mut Peer, barrier: Barrier) -> bool {
+        self.next.push(barrier);
+        if self.ask(zab) {
+            return true;
+        }
+        if self.in_flight.is_some() {
+            return true;
+        }
+        self.next.pop();
+        false
+    }
+
+    /// Asks the next round if none is in flight and a barrier waits for one.
+    fn ask(&mut self, zab: &mut Peer) -> bool {
+        if self.in_flight.is_some() || self.next.is_empty() {
+            return false;
+        }
+        let number = self.rounds + 1;
+        if !zab.forward(forward::encode(&ToLeader::ReadIndex { round: number })) {
+            return false;
+        }
+        self.rounds = number;
+        self.in_flight = Some(Round { number, barriers: std::mem::take(&mut self.next) });
+        true
+    }
+
+    /// Follower: the leader answered round `round` with its commit point.
+    /// Returns the reads it clears and asks the next round.
+    pub fn answered(&mut self, zab: &mut Peer, round: u64, zxid: Zxid) -> Vec<Cleared> {
+        let Some(r) = self.in_flight.take_if(|r| r.number == round) else {
+            tracing::debug!(round, "a read-index answer for no round in flight");
+            return Vec::new();
+        };
+        let cleared = r.barriers.into_iter().map(|barrier| Cleared { barrier, zxid }).collect();
+        if !self.next.is_empty() && !self.ask(zab) {
+            // The leader cannot be asked: these wait until this member stops
+            // following it and its connections close.
+            tracing::debug!(waiting = self.next.len(), "a read-index round could not be asked");
+        }
+        cleared
+    }
+}

@@ -1,0 +1,124 @@
+//! Linearizable reads (`read_index`) through whole replicas: a read asked
+//! for as linearizable sees every write acknowledged before it was sent, on
+//! a lagging follower and on a leader that was paused and deposed, where a
+//! plain read of the same member is stale; and the reads waiting together
+//! share one round to the leader.
+
+use super::harness::*;
+use super::*;
+use crate::op::Reply;
+use std::collections::BTreeMap;
+
+/// The reply to `xid` among `msgs`.
+fn reply_to(msgs: &[ClientMessage], xid: i32) -> Option<Reply> {
+    msgs.iter().find_map(|m| match m {
+        ClientMessage::Reply { xid: x, reply, .. } if *x == xid => Some(reply.clone()),
+        _ => None,
+    })
+}
+
+/// Read-index rounds a follower has asked of the leader and are held on `link`.
+fn rounds_held(e: &Ensemble, from: ServerId, to: ServerId) -> usize {
+    e.held_msgs
+        .iter()
+        .filter(|(f, t, m)| {
+            (*f, *t) == (from, to)
+                && matches!(m, Message::Forward { payload, .. }
+                    if matches!(forward::decode(payload), Ok(forward::ToLeader::ReadIndex { .. })))
+        })
+        .count()
+}
+
+#[test]
+fn a_linearizable_read_on_a_lagging_follower_sees_every_acknowledged_write() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (lagging, other) = followers_of(leader);
+    let (reader, _, _) = e.connect(lagging);
+    let (writer, _, _) = e.connect(other);
+    // The leader's messages to the lagging follower are slow.
+    e.hold_link(leader, lagging);
+    e.call(writer, create("/after", CreateMode::Persistent)).expect("acknowledged by the leader and the other");
+    let plain = e.call(reader, get("/after", false));
+    assert_eq!(plain.map_err(|e| e.code), Err(ErrorCode::NoNode), "a plain read there is stale");
+
+    let read = e.send_with(reader, get("/after", false), true);
+    e.deliver();
+    assert!(reply_to(&e.take(reader), read).is_none(), "not answered before the leader's answer arrives");
+    assert_eq!(e.nodes[&lagging].replica.pending_linearizable_reads(), 1);
+    e.release_link(leader, lagging);
+    let msgs = e.take(reader);
+    let reply = reply_to(&msgs, read).expect("answered once the leader's answer and commits arrived");
+    assert!(reply.is_ok(), "the linearizable read sees /after: {reply:?}");
+    assert_eq!(e.nodes[&lagging].replica.pending_linearizable_reads(), 0);
+}
+
+/// The story of `a_resumed_leader_answers_a_sync_only_once_a_quorum_confirms_it_still_leads`,
+/// for reads: the paused leader's plain read is stale; its linearizable read
+/// is answered with the newer write or not at all (the connection closes).
+#[test]
+fn a_deposed_leader_never_answers_a_linearizable_read_with_stale_data() {
+    let mut e = Ensemble::new(3);
+    let (old, on_old) = e.depose_paused_leader("/after");
+
+    let plain = e.send(on_old, get("/after", false));
+    let linearizable = e.send_with(on_old, get("/after", false), true);
+    let stale = reply_to(&e.take(on_old), plain).expect("a plain read is answered at once");
+    assert_eq!(stale.map_err(|e| e.code), Err(ErrorCode::NoNode), "from the deposed leader's old tree");
+    e.release(old);
+    for _ in 0..30 {
+        e.tick();
+    }
+    let msgs = e.take(on_old);
+    match reply_to(&msgs, linearizable) {
+        Some(r) => assert!(r.is_ok(), "a linearizable read missed /after: {r:?}"),
+        None => assert!(
+            msgs.iter().any(|m| matches!(m, ClientMessage::Close { error: ErrorCode::ConnectionLoss, .. })),
+            "neither answered nor closed: {msgs:?}"
+        ),
+    }
+    assert_ne!(e.nodes[&old].replica.status().role, Role::Leading, "the old leader stepped down");
+}
+
+#[test]
+fn reads_waiting_together_share_one_round_to_the_leader() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, _) = followers_of(leader);
+    let clients: Vec<ConnId> = (0..3).map(|_| e.connect(follower).0).collect();
+    e.call(clients[0], create("/x", CreateMode::Persistent)).unwrap();
+    e.hold_link(follower, leader);
+    let first = e.send_with(clients[0], get("/x", false), true);
+    let later: Vec<(ConnId, i32)> =
+        clients.iter().map(|&c| (c, e.send_with(c, Op::Exists { path: "/x".into(), watch: false }, true))).collect();
+    e.deliver();
+    assert_eq!(rounds_held(&e, follower, leader), 1, "one round in flight; the later reads wait for the next");
+    e.release_link(follower, leader);
+    for _ in 0..3 {
+        e.tick();
+    }
+    let inboxes: BTreeMap<ConnId, Vec<ClientMessage>> = clients.iter().map(|&c| (c, e.take(c))).collect();
+    assert!(reply_to(&inboxes[&clients[0]], first).is_some_and(|r| r.is_ok()));
+    for (c, xid) in later {
+        assert!(reply_to(&inboxes[&c], xid).is_some_and(|r| r.is_ok()), "every read is answered");
+    }
+    assert_eq!(e.nodes[&follower].replica.pending_linearizable_reads(), 0);
+}
+
+#[test]
+fn linearizable_reads_on_the_leader_and_everywhere_by_configuration() {
+    let mut e = Ensemble::new_with(3, |c| c.linearizable_reads = true);
+    let leader = e.leader();
+    let (follower, _) = followers_of(leader);
+    let (on_leader, _, _) = e.connect(leader);
+    let (on_follower, _, _) = e.connect(follower);
+    e.call(on_follower, create("/y", CreateMode::Persistent)).unwrap();
+    // Plain requests: the member's setting makes them linearizable.
+    assert!(e.call(on_leader, get("/y", false)).is_ok());
+    assert!(e.call(on_follower, get("/y", false)).is_ok());
+    // A lone member confirms itself: no round trip to wait for.
+    let mut single = Ensemble::new_with(1, |c| c.linearizable_reads = true);
+    let (c, _, _) = single.connect(1);
+    single.call(c, create("/z", CreateMode::Persistent)).unwrap();
+    assert!(single.call(c, get("/z", false)).is_ok());
+}
