@@ -11,10 +11,11 @@
 //! trusted: a lease would be unsafe under the pauses and clock jumps the
 //! simulation injects, and a probe costs one round trip the reads share.
 //!
-//! Cost is per round, not per read. On the leader, every barrier asked in
-//! one turn shares one probe (one PING per follower). A follower keeps at
-//! most one round in flight to the leader: barriers that arrive meanwhile
-//! wait together for the next round, which is asked as the answer comes.
+//! Cost is per round, not per read. The leader keeps at most one probe in
+//! flight for reads (one PING per follower): the barriers that arrive
+//! meanwhile, its own reads and followers' rounds, wait together for the
+//! next probe, asked as the current one is confirmed. A follower keeps at
+//! most one round in flight to the leader, the same way.
 //!
 //! A barrier that cannot be confirmed (no quorum) is never answered: the
 //! client's request times out, and when the member stops serving its
@@ -72,6 +73,11 @@ struct Round {
 pub struct ReadIndex {
     /// Leader: barriers waiting for their probe, in probe order.
     confirming: VecDeque<Confirming>,
+    /// Leader: the probe in flight for reads, if any.
+    asked: Option<u64>,
+    /// Leader: barriers that arrived while it was in flight (their probe
+    /// number not yet known), for the next one.
+    held: Vec<Confirming>,
     /// Follower: the round in flight.
     in_flight: Option<Round>,
     /// Follower: barriers for the next round.
@@ -84,13 +90,15 @@ impl ReadIndex {
     /// Forgets every barrier (this member stopped serving: its connections close).
     pub fn clear(&mut self) {
         self.confirming.clear();
+        self.asked = None;
+        self.held.clear();
         self.in_flight = None;
         self.next.clear();
     }
 
     /// Barriers not yet answered.
     pub fn pending(&self) -> usize {
-        let local = self.confirming.iter().filter(|c| matches!(c.waiter, Waiter::Local(_))).count();
+        let local = self.confirming.iter().chain(&self.held).filter(|c| matches!(c.waiter, Waiter::Local(_))).count();
         local + self.in_flight.as_ref().map_or(0, |r| r.barriers.len()) + self.next.len()
     }
 
@@ -108,9 +116,16 @@ impl ReadIndex {
     }
 
     fn confirm(&mut self, zab: &mut Peer, waiter: Waiter) -> bool {
+        // The commit point now, when the barrier arrives; the probe that
+        // confirms it is sent later still.
         let index = zab.last_committed();
+        if self.asked.is_some() {
+            self.held.push(Confirming { probe: 0, index, waiter });
+            return true;
+        }
         let Some(probe) = zab.confirm_leadership() else { return false };
         debug_assert!(self.confirming.back().is_none_or(|c| c.probe <= probe), "probes are asked in order");
+        self.asked = Some(probe);
         self.confirming.push_back(Confirming { probe, index, waiter });
         true
     }
@@ -125,6 +140,21 @@ impl ReadIndex {
                 Waiter::Local(barrier) => cleared.push(Cleared { barrier, zxid: c.index }),
                 Waiter::Follower { id, round } => {
                     zab.reply(id, forward::encode(&ToFollower::ReadIndexDone { round, zxid: c.index }));
+                }
+            }
+        }
+        if self.asked.is_some_and(|asked| asked <= probe) {
+            self.asked = None;
+            if !self.held.is_empty() {
+                // Sent after every held barrier arrived: it may confirm them.
+                match zab.confirm_leadership() {
+                    Some(next) => {
+                        self.asked = Some(next);
+                        self.confirming.extend(self.held.drain(..).map(|c| Confirming { probe: next, ..c }));
+                    }
+                    // No longer an established leader: they wait until this
+                    // member stops serving and its connections close.
+                    None => tracing::debug!(held = self.held.len(), "reads held for a probe no leader can send"),
                 }
             }
         }

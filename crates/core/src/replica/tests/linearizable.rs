@@ -7,7 +7,7 @@
 use super::harness::*;
 use super::*;
 use crate::op::Reply;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The reply to `xid` among `msgs`.
 fn reply_to(msgs: &[ClientMessage], xid: i32) -> Option<Reply> {
@@ -103,6 +103,37 @@ fn reads_waiting_together_share_one_round_to_the_leader() {
         assert!(reply_to(&inboxes[&c], xid).is_some_and(|r| r.is_ok()), "every read is answered");
     }
     assert_eq!(e.nodes[&follower].replica.pending_linearizable_reads(), 0);
+}
+
+#[test]
+fn the_leader_keeps_one_probe_in_flight_for_reads() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (f1, f2) = followers_of(leader);
+    let clients: Vec<ConnId> = (0..3).map(|_| e.connect(leader).0).collect();
+    e.call(clients[0], create("/p", CreateMode::Persistent)).unwrap();
+    e.hold_link(leader, f1);
+    e.hold_link(leader, f2);
+    let reads: Vec<(ConnId, i32)> = clients.iter().map(|&c| (c, e.send_with(c, get("/p", false), true))).collect();
+    e.deliver();
+    let probes: BTreeSet<u64> = e
+        .held_msgs
+        .iter()
+        .filter_map(|(f, _, m)| match m {
+            Message::Ping { probe, .. } if *f == leader => Some(*probe),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(probes.len(), 1, "reads arriving while a probe is out wait for the next: {probes:?}");
+    e.release_link(leader, f1);
+    e.release_link(leader, f2);
+    for _ in 0..3 {
+        e.tick();
+    }
+    for (c, xid) in reads {
+        assert!(reply_to(&e.take(c), xid).is_some_and(|r| r.is_ok()), "every read is answered");
+    }
+    assert_eq!(e.nodes[&leader].replica.pending_linearizable_reads(), 0);
 }
 
 #[test]
