@@ -1,7 +1,9 @@
 //! Consistency of a real-process ensemble under faults (nemesis): client
 //! sessions on every member compare-and-set, blind-write, read and
 //! sync-then-read a few znodes through the ZooKeeper protocol (the
-//! `zookeeper-client` crate) while a nemesis kill -9s, SIGSTOPs and restarts
+//! `zookeeper-client` crate; member 1 runs with `linearizable_reads = true`,
+//! so the plain reads of the client that stays on it are linearizable reads
+//! and are checked as sync reads are) while a nemesis kill -9s, SIGSTOPs and restarts
 //! leaders and followers, or removes one from the configuration and adds it
 //! back (`zkctl admin member`), never more than one member at once; then every
 //! member is killed together and restarted. Every operation is recorded, and
@@ -37,6 +39,24 @@ const MAX_OPS_PER_CLIENT: usize = 50_000;
 /// A request not answered in this long counts as Unknown.
 const OP_TIMEOUT: Duration = Duration::from_secs(4);
 
+/// The member whose every read is linearizable (`linearizable_reads`).
+const LINEARIZABLE_MEMBER: u64 = 1;
+
+/// Starts member `id` (again), member 1 with every read linearizable.
+fn start(ensemble: &mut Ensemble, id: u64) {
+    let env: &[(&str, &str)] =
+        if id == LINEARIZABLE_MEMBER { &[("ZABKEEPER_LINEARIZABLE_READS", "true")] } else { &[] };
+    ensemble.spawn_with_env(id, env);
+}
+
+/// Starts every member and waits until they serve.
+fn start_all(ensemble: &mut Ensemble) {
+    for id in ensemble.ids() {
+        start(ensemble, id);
+    }
+    ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
+}
+
 fn run_seconds() -> u64 {
     std::env::var("NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15)
 }
@@ -52,7 +72,8 @@ async fn session(hosts: &str) -> Option<zk::Client> {
 
 /// What a client task does until `until`: a random mix on random keys,
 /// each operation recorded before it is sent and when its answer comes.
-async fn client_loop(index: usize, hosts: String, recorder: Recorder, until: Instant) {
+/// `linearizable`: the client's member makes every read linearizable.
+async fn client_loop(index: usize, hosts: String, linearizable: bool, recorder: Recorder, until: Instant) {
     let mut rng = StdRng::seed_from_u64(0x6e6d_0000 + index as u64);
     let mut client: Option<zk::Client> = None;
     // The last version this client saw per key: what its CAS expects.
@@ -95,7 +116,11 @@ async fn client_loop(index: usize, hosts: String, recorder: Recorder, until: Ins
             outcome
         } else {
             let sync = roll >= 80;
-            let kind = if sync { OpKind::SyncRead } else { OpKind::Read };
+            let kind = match (sync, linearizable) {
+                (true, _) => OpKind::SyncRead,
+                (false, true) => OpKind::LinearizableRead,
+                (false, false) => OpKind::Read,
+            };
             let pending = recorder.invoke(session_id, index, key, kind);
             let read = async {
                 if sync {
@@ -180,7 +205,7 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
             timeline.push(format!("{at:7.2}s kill -9 {role} {victim}, restart after {down_for:?}"));
             ensemble.kill(victim);
             std::thread::sleep(down_for);
-            ensemble.spawn(victim);
+            start(ensemble, victim);
         } else {
             timeline.push(format!("{at:7.2}s SIGSTOP {role} {victim} for {down_for:?}"));
             signal(ensemble, victim, "STOP");
@@ -209,7 +234,8 @@ fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
     let _serial = serial();
     let settings = Settings { snapshot_every: 300, ..Settings::default() };
     // (Membership changes go through the admin API, which needs no reconfig_enabled.)
-    let mut ensemble = Ensemble::start_with(settings);
+    let mut ensemble = Ensemble::configure(settings);
+    start_all(&mut ensemble);
     let rt = runtime();
     let hosts: Vec<String> = ensemble.ids().iter().map(|id| ensemble.zookeeper(&[*id])).collect();
     rt.block_on(async {
@@ -230,7 +256,8 @@ fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
             // Half the clients stay on one member (and ride out its faults
             // there); the others may move to any member.
             let hosts = if i < hosts.len() { hosts[i].clone() } else { all.to_string() };
-            rt.spawn(client_loop(i, hosts, recorder.clone(), until))
+            let linearizable = i + 1 == LINEARIZABLE_MEMBER as usize;
+            rt.spawn(client_loop(i, hosts, linearizable, recorder.clone(), until))
         })
         .collect();
     let mut timeline = nemesis(&mut ensemble, &rt, until, started);
@@ -244,7 +271,7 @@ fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
     for id in ensemble.ids() {
         ensemble.kill(id);
     }
-    ensemble.start_all();
+    start_all(&mut ensemble);
     let finals: FinalStates = rt.block_on(async {
         let mut finals = FinalStates::new();
         for id in ensemble.ids() {
@@ -262,6 +289,12 @@ fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
         let _ = history::write_json(&ops, &kept);
         panic!("the history broke ZooKeeper's guarantees (history kept in {}):\n{report}", kept.display());
     }
+    let fresh = ops
+        .iter()
+        .filter(|o| matches!((&o.kind, &o.outcome), (OpKind::LinearizableRead, Outcome::Read { .. })))
+        .count();
+    println!("{fresh} linearizable reads answered on member {LINEARIZABLE_MEMBER}, each checked as a sync read");
+    assert!(fresh > 0, "no linearizable read was answered: the check saw none");
     let acked = ops.iter().filter(|o| matches!(o.outcome, Outcome::Written { .. })).count();
     assert!(acked > 100, "the clients made progress under the nemesis: {acked} writes acknowledged");
     assert!(ensemble.panics().is_empty(), "{:?}", ensemble.panics());

@@ -77,13 +77,7 @@ fn three_hosts_survive_network_faults_and_a_rolling_restart() {
         return;
     }
     let _serial = support::serial();
-    let net = match Network::create("f", SIZE) {
-        Ok(net) => net,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    let Some(net) = Network::create_or_skip("f", SIZE) else { return };
     let mut hosts = Hosts::start(net, SIZE, TEST);
     let leader = hosts.converged(&[1, 2, 3], false, Duration::from_secs(30));
     eprintln!("three hosts up; member {leader} leads");

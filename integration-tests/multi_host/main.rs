@@ -28,6 +28,10 @@
 //! member, and the writer, a kazoo session and a Curator session (all over
 //! TLS, `sessions`) kept their sessions.
 //!
+//! `reads`: the leader cut off from its followers while its own clients
+//! still reach it, with a longer syncLimit than theirs: its plain reads go
+//! stale, and a `sync`+read or a linearizable read there never does.
+//!
 //! Clients are writer processes in a client namespace (this test binary run again as a worker,
 //! speaking the ZooKeeper protocol over TLS with the `zookeeper-client`
 //! crate) that print each write as it is acknowledged; the delayer is such a
@@ -45,5 +49,6 @@ mod faults;
 mod hosts;
 mod membership;
 mod netns;
+mod reads;
 mod sessions;
 mod workers;

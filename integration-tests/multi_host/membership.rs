@@ -98,13 +98,7 @@ fn an_ensemble_grows_shrinks_replaces_dead_members_and_promotes_an_observer() {
         return;
     }
     let _serial = support::serial();
-    let net = match Network::create("m", HOSTS) {
-        Ok(net) => net,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
+    let Some(net) = Network::create_or_skip("m", HOSTS) else { return };
     let mut hosts = Hosts::start(net, 3, TEST);
     hosts.converged(&[1, 2, 3], false, CONVERGE);
     let writer = hosts.writer("membership", &[1, 2, 3]);

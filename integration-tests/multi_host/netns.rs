@@ -82,6 +82,11 @@ impl Network {
         Ok(net)
     }
 
+    /// [`Network::create`], or None after saying why the test is skipped.
+    pub fn create_or_skip(tag: &str, hosts: u8) -> Option<Network> {
+        Network::create(tag, hosts).map_err(|why| eprintln!("skipped: {why}")).ok()
+    }
+
     /// Cuts host `host` off (its link down) or brings it back.
     pub fn link(&self, host: u8, up: bool) {
         ip(&["-n", &self.host_ns(host), "link", "set", "eth0", if up { "up" } else { "down" }]);

@@ -21,6 +21,7 @@ pub fn serve_if_worker() -> bool {
     match parts[..] {
         ["writer", label, servers, ca] => writer_worker(label, servers, ca),
         ["delay", ms] => delay_worker(ms.parse().expect("delay in ms")),
+        ["fresh", majority, old_zk, old_grpc, ca] => super::reads::fresh_worker(majority, old_zk, old_grpc, ca),
         _ => panic!("{WORKER}={spec:?}: no such worker"),
     }
     true
@@ -41,6 +42,8 @@ pub enum WorkerEvent {
     Expired,
     /// The delayer held this many packets, at its end.
     Delayed(u64),
+    /// The fresh-read worker's round (see `reads`).
+    Read(super::reads::Round),
 }
 
 impl WorkerEvent {
@@ -53,11 +56,12 @@ impl WorkerEvent {
             "ERR" => Some(WorkerEvent::Error(rest.to_string())),
             "EXPIRED" => Some(WorkerEvent::Expired),
             "DELAYED" => rest.parse().ok().map(WorkerEvent::Delayed),
+            "READ" => super::reads::Round::parse(rest).map(WorkerEvent::Read),
             _ => None,
         }
     }
 
-    fn say(&self) {
+    pub fn say(&self) {
         let line = match self {
             WorkerEvent::Ready => "READY".to_string(),
             WorkerEvent::Ack(n) => format!("ACK {n}"),
@@ -65,6 +69,7 @@ impl WorkerEvent {
             WorkerEvent::Error(e) => format!("ERR {e}"),
             WorkerEvent::Expired => "EXPIRED".to_string(),
             WorkerEvent::Delayed(n) => format!("DELAYED {n}"),
+            WorkerEvent::Read(round) => round.line(),
         };
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}");
@@ -287,7 +292,7 @@ fn delay_worker(delay_ms: u64) {
 
 /// A flag that turns true when this process's stdin closes (the test's way
 /// of saying stop).
-fn stop_when_stdin_closes() -> Arc<AtomicBool> {
+pub fn stop_when_stdin_closes() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
     std::thread::spawn(move || {

@@ -27,6 +27,8 @@ pub enum OpKind {
     Read,
     /// sync then getData on the same connection (must not be stale).
     SyncRead,
+    /// getData on a member with `linearizable_reads` (must not be stale).
+    LinearizableRead,
 }
 
 /// How an operation ended.
@@ -175,7 +177,8 @@ pub enum Anomaly {
         later_version: i32,
         invoke: u64,
     },
-    /// A sync read missed a write acknowledged before the sync was invoked.
+    /// A sync read or a linearizable read missed a write acknowledged
+    /// before it was invoked.
     StaleSyncRead {
         key: String,
         op: usize,
@@ -266,7 +269,7 @@ impl fmt::Display for Anomaly {
             Anomaly::StaleSyncRead { key, op, session, version, invoke, write, write_version, write_complete } => {
                 write!(
                     f,
-                    "{key}: sync read op#{op} (session {session:#x}, invoked at {invoke}ns) returned version \
+                    "{key}: sync or linearizable read op#{op} (session {session:#x}, invoked at {invoke}ns) returned version \
                      {version} but op#{write} was acknowledged with version {write_version} at {write_complete}ns"
                 )
             }
@@ -571,7 +574,8 @@ fn check_key(
         }
     }
 
-    // Check 3, sync reads: at least the highest version acknowledged before the sync was invoked.
+    // Check 3, sync and linearizable reads: at least the highest version
+    // acknowledged before the read (or its sync) was invoked.
     let mut acks: Vec<(u64, i32, usize)> =
         effects.iter().filter(|e| e.complete != NEVER).map(|e| (e.complete, e.version, e.op)).collect();
     acks.sort_unstable();
@@ -583,7 +587,9 @@ fn check_key(
         })
         .collect();
     for &r in idx {
-        if let (OpKind::SyncRead, Outcome::Read { version, .. }) = (&ops[r].kind, &ops[r].outcome) {
+        if let (OpKind::SyncRead | OpKind::LinearizableRead, Outcome::Read { version, .. }) =
+            (&ops[r].kind, &ops[r].outcome)
+        {
             let acked_before = acks.partition_point(|a| a.0 < ops[r].invoke);
             if let Some(&(write_version, write)) = acked_before.checked_sub(1).map(|n| &prefix_max[n]) {
                 if *version < write_version {

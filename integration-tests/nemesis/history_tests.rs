@@ -81,6 +81,12 @@ fn stale_sync_read_is_caught() {
     // The same read concurrent with the write may be stale.
     let ops = [write(1, "a", "a1", None, (0, 10), acked(1)), read(2, "a", true, (5, 25), "a0", 0)];
     assert!(run(&ops, &agreed("a1", 1)).is_valid());
+    // A linearizable read is held to the same; a plain one is not.
+    let linearizable = op(2, "a", OpKind::LinearizableRead, (20, 25), Outcome::Read { value: "a0".into(), version: 0 });
+    let ops = [write(1, "a", "a1", None, (0, 10), acked(1)), linearizable];
+    assert_eq!(kinds(&run(&ops, &agreed("a1", 1))), ["StaleSyncRead"]);
+    let ops = [write(1, "a", "a1", None, (0, 10), acked(1)), read(2, "a", false, (20, 25), "a0", 0)];
+    assert!(run(&ops, &agreed("a1", 1)).is_valid());
 }
 
 #[test]
