@@ -221,7 +221,8 @@ bench-failover:
 
 ## The same ZooKeeper-protocol load against a 3-member zabkeeper and a 3-member
 ## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side
-## by side. BENCH_QUICK=1 for a short run. Not part of `make test`.
+## by side, with fresh reads (local, linearizable, sync+getData). BENCH_QUICK=1 for a
+## short run; BENCH_ONLY_READS=1 for the fresh reads alone. Not part of `make test`.
 BENCH_QUICK ?=
 ## Benchmarks a 3-member ensemble against a 3-member Apache ZooKeeper.
 bench-vs-zookeeper:

@@ -16,6 +16,13 @@ so its JIT is measured at its best; then the ensembles take turns for
 each one's median per phase and the ratios zabkeeper / ZooKeeper (throughput,
 latency p50 and p99).
 
+Then fresh reads (`--reads`, on by default): getData as it is (local, from
+the member's tree), linearizable (a second zabkeeper ensemble with
+`linearizable_reads = true`, read index), and sync-then-getData, the closest
+thing ZooKeeper offers, on both; 32 sessions with 1 and 8 in flight, taking
+turns; the table gives the medians and the ratios linearizable / local and
+linearizable / ZooKeeper's sync+getData.
+
 Then, at scale, each ensemble in turn: `--znodes` (BENCH_ZNODES, 1 M by
 default) 100-byte znodes are created and kept; the table gives each member's
 RSS growth per znode (the largest of the members) and live heap growth (for
@@ -46,13 +53,59 @@ import zk_support as zk
 PHASES = ["create", "get", "set", "mixed", "delete"]
 
 
-def run_load(load, hosts, root, args, sessions, inflight):
+def run_load(load, hosts, root, args, sessions, inflight, phases=None):
     cmd = [load, "--hosts", hosts, "--root", root, "--ops", str(args.ops), "--sessions", str(sessions),
            "--inflight", str(inflight), "--size", str(args.size)]
+    if phases:
+        cmd += ["--phases", ",".join(phases)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"zk_load against {hosts} failed: {out.stderr.strip()}")
     return {doc["phase"]: doc for doc in (json.loads(line) for line in out.stdout.splitlines() if line.strip())}
+
+
+# (label, server, zk_load phase): the fresh-read modes, between creating their nodes and deleting them.
+READ_MODES = [("local", "zabkeeper", "get"), ("linearizable", "zabkeeper-lin", "get"),
+              ("sync+get", "zabkeeper", "syncget"), ("local", "zookeeper", "get"),
+              ("sync+get", "zookeeper", "syncget")]
+
+
+def fresh_reads(args, servers):
+    """Throughput and latency of each read mode, per in-flight depth;
+    returns {(inflight, label, server): [docs]}."""
+    results = {}
+    for r in range(args.rounds):
+        for inflight in (1, 8):
+            for label, name, phase in READ_MODES:
+                if name not in servers:
+                    continue
+                root = f"/reads-{r}-{inflight}-{phase}"
+                cmd = argparse.Namespace(**{**vars(args), "ops": args.ops})
+                docs = run_load(args.load, servers[name], root, cmd, args.sessions, inflight, ["create", phase, "delete"])
+                results.setdefault((inflight, label, name), []).append(docs[phase])
+    return results
+
+
+def print_fresh_reads(results, sessions):
+    med = lambda docs, key: statistics.median(d[key] for d in docs)
+    print(f"fresh reads: {sessions} sessions, median of rounds")
+    header = f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+    print(header)
+    print("-" * len(header))
+    for (inflight, label, name), docs in sorted(results.items()):
+        print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
+              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f}")
+    for inflight in (1, 8):
+        lin = results.get((inflight, "linearizable", "zabkeeper-lin"))
+        local = results.get((inflight, "local", "zabkeeper"))
+        theirs = results.get((inflight, "sync+get", "zookeeper"))
+        if lin and local:
+            print(f"x{inflight}: linearizable / local {med(lin, 'ops_per_sec') / med(local, 'ops_per_sec'):.2f}x "
+                  f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms")
+        if lin and theirs:
+            print(f"x{inflight}: linearizable / ZooKeeper sync+get "
+                  f"{med(lin, 'ops_per_sec') / med(theirs, 'ops_per_sec'):.2f}x throughput, "
+                  f"p50 {med(lin, 'p50_ms') / med(theirs, 'p50_ms'):.2f}x")
 
 
 def scale(name, cluster, args):
@@ -215,6 +268,8 @@ def main():
                         help="how long the write probe runs at scale (the longest pause while snapshots are written)")
     parser.add_argument("--only-scale", action="store_true", default=os.environ.get("BENCH_ONLY_SCALE") == "1",
                         help="skip the throughput rounds: only the figures at scale (BENCH_ONLY_SCALE=1)")
+    parser.add_argument("--only-reads", action="store_true", default=os.environ.get("BENCH_ONLY_READS") == "1",
+                        help="only the fresh-read comparison (BENCH_ONLY_READS=1)")
     args = parser.parse_args()
     # (label prefix, sessions, requests in flight per session, operations per phase)
     shapes = [("", args.sessions, 1, args.ops), ("piped-", args.sessions, 8, args.ops),
@@ -225,7 +280,10 @@ def main():
     # Both snapshot every 100 000 transactions (ZooKeeper's default snapCount,
     # which it draws afresh between half and all of; our members take turns).
     ours = zk.Ensemble(args.binary, size=args.members, snapshot_every=100_000)
+    # The same, every read linearizable: the fresh-read comparison.
+    lin = zk.Ensemble(args.binary, size=args.members, snapshot_every=100_000, extra="linearizable_reads = true")
     apache = None
+    reads = {}
     finished = False
     try:
         ours.start()
@@ -249,7 +307,13 @@ def main():
               f"1 and 8 (piped-) in flight each, then one session with one in flight (single-); "
               f"{args.size}-byte data, {args.rounds} rounds taking turns")
         results = {}
-        for r in range(0 if args.only_scale else args.rounds):
+        if not args.only_scale:
+            lin.start()
+            reads = fresh_reads(args, {**servers, "zabkeeper-lin": lin.hosts()})
+            lin_panics = lin.stop()
+            if lin_panics:
+                raise RuntimeError("zabkeeper (linearizable_reads) panicked:\n" + "\n".join(lin_panics))
+        for r in range(0 if args.only_scale or args.only_reads else args.rounds):
             for prefix, sessions, inflight, ops in shapes:
                 shape = argparse.Namespace(**{**vars(args), "ops": ops})
                 for name, hosts in servers.items():
@@ -257,7 +321,7 @@ def main():
                     for phase, doc in docs.items():
                         results.setdefault(prefix + phase, {}).setdefault(name, []).append(doc)
         at_scale = {}
-        if args.znodes > 0 and args.members > 1:
+        if args.znodes > 0 and args.members > 1 and not args.only_reads:
             print(f"scale: {args.znodes} znodes of {args.size} bytes in each ensemble, one at a time")
             clusters = {"zabkeeper": ours, "zookeeper": apache}
             for name in servers:
@@ -266,6 +330,8 @@ def main():
     finally:
         if apache is not None:
             apache.stop()
+        if lin.procs:
+            lin.stop()
         # A failed run keeps our members' data and logs: they say why.
         panics = ours.stop(keep_dir=not finished)
         if not finished:
@@ -278,9 +344,10 @@ def main():
         return statistics.median(d[key] for d in results[phase][name])
 
     header = f"{'phase':<14} {'server':<10} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
-    print(header)
-    print("-" * len(header))
-    for prefix, *_ in (() if args.only_scale else shapes):
+    if results:
+        print(header)
+        print("-" * len(header))
+    for prefix, *_ in (() if args.only_scale or args.only_reads else shapes):
         for base in PHASES:
             phase = prefix + base
             for name in servers:
@@ -293,6 +360,8 @@ def main():
                 # The issue's targets: throughput up, latency down (p50, p99 as ratios too).
                 print(f"{phase:<14} {'ratio':<10} {ratio('ops_per_sec'):>8.2f}x {ratio('p50_ms'):>7.2f}x "
                       f"{ratio('p99_ms'):>7.2f}x (zabkeeper / ZooKeeper)")
+    if reads:
+        print_fresh_reads(reads, args.sessions)
     if at_scale:
         print_scale(at_scale, args.znodes)
     return 0

@@ -5,7 +5,8 @@
 //!
 //! Phases, each a fixed number of operations spread over `--sessions`
 //! sessions with `--inflight` requests outstanding per session: create
-//! persistent nodes, getData, setData, mixed (90% getData, 10% setData), delete. Prints one JSON line per phase
+//! persistent nodes, getData, setData, mixed (90% getData, 10% setData), delete; and on
+//! request `syncget` (sync, then getData: ZooKeeper's way to a fresh read). Prints one JSON line per phase
 //! with operations per second and latency percentiles. With `--keys K` the
 //! operations cycle over K nodes (overwrites of a fixed data set); with
 //! `--rate R` the whole phase is paced to R operations per second. The
@@ -73,6 +74,8 @@ enum Phase {
     /// Nine getData for every setData, on the nodes created before.
     Mixed,
     Delete,
+    /// sync then getData of the same node (both pipelined in one session).
+    Syncget,
     /// One session writes every `--probe-every-ms` while the others run
     /// setData paced by `--rate`; reports the longest pause between two
     /// acknowledged probe writes.
@@ -95,6 +98,7 @@ impl Phase {
             Phase::Set => "set",
             Phase::Mixed => "mixed",
             Phase::Delete => "delete",
+            Phase::Syncget => "syncget",
             Phase::Probe => "probe",
         }
     }
@@ -126,6 +130,11 @@ async fn run_session(
                 Phase::Mixed if i % 10 == 0 => client.set_data(&path, data, None).await.map(|_| ()),
                 Phase::Mixed => client.get_data(&path).await.map(|_| ()),
                 Phase::Delete => client.delete(&path, None).await,
+                Phase::Syncget => {
+                    // Sent back to back: the read is answered after the sync, in session order.
+                    let (synced, read) = futures::join!(client.sync(&path), client.get_data(&path));
+                    synced.and(read.map(|_| ()))
+                }
                 Phase::Probe => client.set_data(&path, data, None).await.map(|_| ()),
             };
             outcome.map(|()| start.elapsed()).map_err(|e| format!("{} {path}: {e}", phase.name()))
