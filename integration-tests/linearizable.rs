@@ -1,6 +1,7 @@
 //! Linearizable reads on real processes (loopback): a gRPC client's
-//! `LINEARIZABLE` reads on a follower, `zkctl get/ls --linearizable`, and a
-//! member with `linearizable_reads = true` serving a ZooKeeper client, each
+//! `LINEARIZABLE` reads on a follower and on an observer, `zkctl get/ls
+//! --linearizable`, and a member with `linearizable_reads = true` serving a
+//! ZooKeeper client, each
 //! reading every write acknowledged through another member before the read
 //! was sent. Bounded: a fixed count of rounds, every wait with a deadline.
 
@@ -94,6 +95,23 @@ fn a_member_with_linearizable_reads_serves_zookeeper_clients_fresh_reads() {
             writer.set_data("/zk-lin", value.as_bytes(), None).await.unwrap();
             let (data, _) = within(15, reader.get_data("/zk-lin")).await.unwrap();
             assert_eq!(String::from_utf8_lossy(&data), value, "round {i}: a read on the member missed an acked write");
+        }
+    });
+}
+
+#[test]
+fn an_observer_serves_linearizable_reads_as_a_follower_does() {
+    let ensemble = Ensemble::start_with(Settings { size: 4, observers: 1, ..Settings::default() });
+    runtime().block_on(async {
+        let writer = within(20, Client::connect(&ensemble.grpc(&[1]), options())).await.expect("writer");
+        let reader = within(20, Client::connect(&ensemble.grpc(&[4]), options())).await.expect("observer reader");
+        let fresh = reader.linearizable();
+        writer.create("/obs-lin", b"0", CreateMode::Persistent, &Acl::open_unsafe()).await.unwrap();
+        for i in 1..=ROUNDS {
+            let value = i.to_string();
+            writer.set_data("/obs-lin", value.as_bytes(), ANY_VERSION).await.unwrap();
+            let (data, _) = within(15, fresh.get_data("/obs-lin")).await.unwrap();
+            assert_eq!(String::from_utf8_lossy(&data), value, "round {i}: the observer's linearizable read missed it");
         }
     });
 }
