@@ -80,8 +80,7 @@ def fresh_reads(args, servers):
                 if name not in servers:
                     continue
                 root = f"/reads-{r}-{inflight}-{phase}"
-                cmd = argparse.Namespace(**{**vars(args), "ops": args.ops})
-                docs = run_load(args.load, servers[name], root, cmd, args.sessions, inflight, ["create", phase, "delete"])
+                docs = run_load(args.load, servers[name], root, args, args.sessions, inflight, ["create", phase, "delete"])
                 results.setdefault((inflight, label, name), []).append(docs[phase])
     return results
 

@@ -9,7 +9,7 @@ use crate::acl;
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{SessionId, Zxid};
 use crate::op::{Op, OpResult, Reply};
-use crate::session::Start;
+use crate::session::{Start, Starting};
 
 impl Replica {
     pub(super) fn on_request(&mut self, conn: ConnId, xid: i32, echo: Echo, op: Op, linearizable: bool) {
@@ -64,9 +64,10 @@ impl Replica {
     }
 
     /// Sends a started write or sync on its way: to the leader's queue here,
-    /// or forwarded to the leader. Without a leader it fails at once.
+    /// or forwarded to the leader; a linearizable read's barrier to the read
+    /// index. Without a leader it fails at once.
     fn submit(&mut self, conn: ConnId, session: SessionId, start: Start) {
-        let Start { cxid, op, barrier } = start;
+        let Start { cxid, what } = start;
         let lost = |c: &mut crate::session::Conn<Echo>| {
             c.queue.complete(cxid, |_| Err(ZkError::new(ErrorCode::ConnectionLoss, "")));
         };
@@ -76,18 +77,21 @@ impl Replica {
             }
             return;
         }
-        if barrier {
-            let barrier = super::read_index::Barrier { session, cxid };
-            let asked = if self.leading() {
-                self.read_index.lead(&mut self.zab, barrier)
-            } else {
-                self.read_index.follow(&mut self.zab, barrier)
-            };
-            if let Some(c) = self.conns.get_mut(conn).filter(|_| !asked) {
-                lost(c);
+        let op = match what {
+            Starting::Request(op) => op,
+            Starting::Barrier => {
+                let barrier = super::read_index::Barrier { session, cxid };
+                let asked = if self.leading() {
+                    self.read_index.lead(&mut self.zab, barrier)
+                } else {
+                    self.read_index.follow(&mut self.zab, barrier)
+                };
+                if let Some(c) = self.conns.get_mut(conn).filter(|_| !asked) {
+                    lost(c);
+                }
+                return;
             }
-            return;
-        }
+        };
         if matches!(op, Op::Sync { .. }) {
             if self.leading() {
                 self.prep.sync(session, cxid);

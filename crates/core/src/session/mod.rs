@@ -15,7 +15,7 @@ pub mod tracker;
 
 pub use admission::{Admission, ConnectRequest, Facts, Revalidation, NOT_SERVING};
 pub use connections::{Conn, ConnState, Connections};
-pub use queue::{Answered, RequestQueue, Start};
+pub use queue::{Answered, RequestQueue, Start, Starting};
 pub use tracker::{timeout_ticks, SessionTracker};
 
 /// A client connection on this replica (a gRPC stream or a wire socket).

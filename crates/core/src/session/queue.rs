@@ -52,15 +52,22 @@ impl<E> Pending<E> {
     }
 }
 
-/// A write or sync to start now.
+/// A write, sync or read barrier to start now.
 #[derive(Debug)]
 pub struct Start {
     /// The tag its outcome will carry.
     pub cxid: i32,
-    /// The request (a copy: the queue keeps the original to shape the reply).
-    pub op: Op,
-    /// A linearizable read's barrier (answered as a sync is), not the op itself.
-    pub barrier: bool,
+    /// What starts.
+    pub what: Starting,
+}
+
+/// What a [`Start`] sends on its way.
+#[derive(Debug)]
+pub enum Starting {
+    /// A write or sync (a copy: the queue keeps the original to shape the reply).
+    Request(Op),
+    /// A linearizable read's barrier, answered as a sync is (the read stays here).
+    Barrier,
 }
 
 /// A request whose reply may go out now.
@@ -131,7 +138,7 @@ impl<E> RequestQueue<E> {
                 if new && !blocked {
                     let cxid = cxid();
                     p.progress = Progress::Started(cxid);
-                    started.push(Start { cxid, op: p.op.clone(), barrier: false });
+                    started.push(Start { cxid, what: Starting::Request(p.op.clone()) });
                 }
                 continue;
             }
@@ -139,7 +146,7 @@ impl<E> RequestQueue<E> {
                 let cxid = cxid();
                 p.progress = Progress::Started(cxid);
                 self.unstarted_barriers -= 1;
-                started.push(Start { cxid, op: p.op.clone(), barrier: true });
+                started.push(Start { cxid, what: Starting::Barrier });
             }
             // A read not yet answered holds back every write and sync behind it.
             blocked |= !matches!(p.progress, Progress::Done(_));
@@ -322,7 +329,7 @@ mod tests {
         let mut cxid = counter();
         let started = q.start(&mut cxid);
         assert_eq!(started.len(), 1, "the barrier starts behind a plain read; the write behind both waits");
-        assert!(started[0].barrier);
+        assert!(matches!(started[0].what, Starting::Barrier));
         assert!(q.start(&mut cxid).is_empty(), "nothing starts twice");
         assert_eq!(q.read_at_front(), Some(&get("/a")));
         q.answer_front(Ok(OpResult::Empty));
