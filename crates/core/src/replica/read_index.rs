@@ -11,6 +11,13 @@
 //! trusted: a lease would be unsafe under the pauses and clock jumps the
 //! simulation injects, and a probe costs one round trip the reads share.
 //!
+//! A follower's round is itself that follower's echo: it was sent, in the
+//! leader's epoch, after the reads it carries arrived. Where the leader and
+//! the asking follower alone are a quorum (three voters), the leader answers
+//! the round at once, with no probe: one round trip per follower read.
+//! (Tried: two rounds in flight per follower. One read in flight per session
+//! went 5 % faster for 5 % more CPU per read; not kept.)
+//!
 //! Cost is per round, not per read. The leader keeps at most one probe in
 //! flight for reads (one PING per follower): the barriers that arrive
 //! meanwhile, its own reads and followers' rounds, wait together for the
@@ -110,6 +117,14 @@ impl ReadIndex {
 
     /// Leader: a follower asked for round `round`.
     pub fn forwarded(&mut self, zab: &mut Peer, from: ServerId, round: u64) {
+        // The round itself is the follower's echo, sent after its reads
+        // arrived: with three voters it and this leader are a quorum, and the
+        // round needs no probe. (Its epoch was checked as it arrived.)
+        if zab.is_quorum_with(from) {
+            let zxid = zab.last_committed();
+            zab.reply(from, forward::encode(&ToFollower::ReadIndexDone { round, zxid }));
+            return;
+        }
         // Unconfirmable here (not established): the follower's round waits
         // until it stops following this member.
         self.confirm(zab, Waiter::Follower { id: from, round });

@@ -365,6 +365,17 @@ impl Peer {
         Some(probe)
     }
 
+    /// Leader: whether this established leader and its synced follower
+    /// `follower` are by themselves a quorum of the configuration in force
+    /// (two of three voters). A message of this epoch from that follower then
+    /// proves what a probe's echo does: when it was sent, no later epoch could
+    /// have committed anything, for its quorum would need one of the two.
+    pub fn is_quorum_with(&self, follower: ServerId) -> bool {
+        let id = self.config.id;
+        let State::Leading(l) = &self.state else { return false };
+        l.is_established() && l.is_synced(follower) && self.log.configuration().is_quorum(|m| m == id || m == follower)
+    }
+
     /// Sends the newest probe asked for, if not yet sent (with the other
     /// actions of this turn).
     pub(super) fn flush_probe(&mut self) {

@@ -305,6 +305,16 @@ impl Prep {
                 }
                 Work::Sync { origin, session, cxid } => {
                     let zxid = zab.last_logged();
+                    // A follower's forwarded sync is its echo, as a read-index
+                    // round is (see `read_index`): with three voters it and this
+                    // leader confirm the sync without a probe. Not past an
+                    // earlier sync of that follower still waiting for one.
+                    if let Some(f) = origin.filter(|&f| zab.is_quorum_with(f)) {
+                        if !self.confirming.iter().any(|c| c.origin == Some(f)) {
+                            zab.reply(f, forward::encode(&ToFollower::SyncDone { session, cxid, zxid }));
+                            continue;
+                        }
+                    }
                     // Only an established leader prepares, so there is a probe.
                     if let Some(probe) = zab.confirm_leadership() {
                         self.confirming.push_back(Confirming { probe, origin, session, cxid, zxid });

@@ -2,7 +2,8 @@
 //! for as linearizable sees every write acknowledged before it was sent, on
 //! a lagging follower and on a leader that was paused and deposed, where a
 //! plain read of the same member is stale; and the reads waiting together
-//! share one round to the leader.
+//! share one round to the leader, which needs no probe where the leader
+//! and the asking follower are a quorum.
 
 use super::harness::*;
 use super::*;
@@ -116,14 +117,7 @@ fn the_leader_keeps_one_probe_in_flight_for_reads() {
     e.hold_link(leader, f2);
     let reads: Vec<(ConnId, i32)> = clients.iter().map(|&c| (c, e.send_with(c, get("/p", false), true))).collect();
     e.deliver();
-    let probes: BTreeSet<u64> = e
-        .held_msgs
-        .iter()
-        .filter_map(|(f, _, m)| match m {
-            Message::Ping { probe, .. } if *f == leader => Some(*probe),
-            _ => None,
-        })
-        .collect();
+    let probes = probes_held(&e, leader);
     assert_eq!(probes.len(), 1, "reads arriving while a probe is out wait for the next: {probes:?}");
     e.release_link(leader, f1);
     e.release_link(leader, f2);
@@ -134,6 +128,75 @@ fn the_leader_keeps_one_probe_in_flight_for_reads() {
         assert!(reply_to(&e.take(c), xid).is_some_and(|r| r.is_ok()), "every read is answered");
     }
     assert_eq!(e.nodes[&leader].replica.pending_linearizable_reads(), 0);
+}
+
+/// The probes the leader sent that are held on its links.
+fn probes_held(e: &Ensemble, leader: ServerId) -> BTreeSet<u64> {
+    e.held_msgs
+        .iter()
+        .filter_map(|(f, _, m)| match m {
+            Message::Ping { probe, .. } if *f == leader => Some(*probe),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn with_three_voters_a_follower_round_needs_no_probe() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, other) = followers_of(leader);
+    let (reader, _, _) = e.connect(follower);
+    e.call(reader, create("/q", CreateMode::Persistent)).unwrap();
+    // The other follower hears nothing from the leader: the leader and the
+    // asking follower must be enough.
+    e.hold_link(leader, other);
+    let read = e.send_with(reader, get("/q", false), true);
+    e.deliver();
+    let reply = reply_to(&e.take(reader), read).expect("answered without the other follower");
+    assert!(reply.is_ok(), "{reply:?}");
+    assert_eq!(probes_held(&e, leader).into_iter().filter(|p| *p > 0).count(), 0, "no probe was sent");
+    e.release_link(leader, other);
+}
+
+#[test]
+fn with_three_voters_a_follower_sync_needs_no_probe() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, other) = followers_of(leader);
+    let (c, _, _) = e.connect(follower);
+    e.call(c, create("/s", CreateMode::Persistent)).unwrap();
+    e.hold_link(leader, other);
+    let sync = e.send(c, Op::Sync { path: "/".into() });
+    e.deliver();
+    let reply = reply_to(&e.take(c), sync).expect("answered without the other follower");
+    assert!(reply.is_ok(), "{reply:?}");
+    assert_eq!(probes_held(&e, leader).into_iter().filter(|p| *p > 0).count(), 0, "no probe was sent");
+    e.release_link(leader, other);
+}
+
+#[test]
+fn with_five_voters_a_follower_round_still_waits_for_a_probe() {
+    let mut e = Ensemble::new(5);
+    let leader = e.leader();
+    let follower = (1..=5).find(|&id| id != leader).expect("five members");
+    let (reader, _, _) = e.connect(follower);
+    e.call(reader, create("/q", CreateMode::Persistent)).unwrap();
+    let others: Vec<ServerId> = (1..=5).filter(|&id| id != leader && id != follower).collect();
+    for &o in &others {
+        e.hold_link(leader, o);
+    }
+    let read = e.send_with(reader, get("/q", false), true);
+    e.deliver();
+    assert!(reply_to(&e.take(reader), read).is_none(), "the leader and one follower are not a quorum of five");
+    assert!(probes_held(&e, leader).into_iter().any(|p| p > 0), "a probe went out to the others");
+    for &o in &others {
+        e.release_link(leader, o);
+    }
+    for _ in 0..3 {
+        e.tick();
+    }
+    assert!(reply_to(&e.take(reader), read).is_some_and(|r| r.is_ok()), "answered once a quorum echoed");
 }
 
 #[test]
