@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
+.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-admin-http test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -153,12 +153,24 @@ test-kazoo:
 ## Compares zabkeeper with Apache ZooKeeper op by op, then through zkCli.sh.
 ## The same operations against Apache ZooKeeper (Debian's `zookeeper` package)
 ## and one zabkeeper server, compared op by op, then a scripted zkCli.sh session
-## against both (a 3-member ensemble here); skipped, saying why, when the
-## package is not installed (`make zookeeper-package` installs it).
+## against both (a 3-member ensemble here), then the AdminServer HTTP commands
+## (test-admin-http); skipped, saying why, when the package is not installed
+## (`make zookeeper-package` installs it).
 test-side-by-side:
 	$(BUILD_ALL)
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+	python3 integration-tests/admin_http_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## Checks the AdminServer HTTP commands field by field against Apache ZooKeeper's.
+## A 3-member zabkeeper ensemble and a 3-member Apache ZooKeeper with its
+## AdminServer on loopback (Debian's package): every command both serve,
+## compared by field names and JSON types on a leader and a follower; then
+## /livez, /readyz, and snapshot and restore behind the admin token. Without
+## the package the comparison is skipped, saying why; the rest still runs.
+test-admin-http:
+	$(BUILD_ALL)
+	python3 integration-tests/admin_http_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
 
 ## Installs openssl (Debian) for test-kazoo.
 ## openssl, which the kazoo smoke test makes its certificates with.

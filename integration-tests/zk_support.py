@@ -670,6 +670,18 @@ def zookeeper_or_skip(what, require, also=()):
     return classpath
 
 
+def admin_server_classpath(classpath):
+    """`classpath` with what ZooKeeper's AdminServer (Jetty) needs beyond the
+    jar's own manifest: the servlet API (Debian's libservlet-api-java, which
+    the zookeeper package brings through libjetty9-java); (None, why) when
+    it is missing."""
+    needed = ["/usr/share/java/servlet-api.jar", "/usr/share/java/jetty9-server.jar"]
+    missing = [j for j in needed if not os.path.exists(j)]
+    if missing:
+        return None, f"ZooKeeper's AdminServer needs {', '.join(missing)} (make zookeeper-package)"
+    return classpath + ":" + needed[0], None
+
+
 def zookeeper_version(classpath):
     """The version string the jar reports, e.g. '3.8.0'."""
     try:
@@ -738,13 +750,18 @@ class ApacheEnsemble:
     and a temporary dataDir each; fsync on (ZooKeeper's default). Stopped by
     PID."""
 
-    def __init__(self, classpath, size=3, tick_ms=200, heap="512m"):
+    def __init__(self, classpath, size=3, tick_ms=200, heap="512m", admin_server=False):
+        """With `admin_server`, each member serves ZooKeeper's AdminServer
+        (Jetty, `/commands`) on a loopback port of its own (`admin_port(i)`);
+        the classpath then needs the servlet API (`admin_server_classpath`)."""
         self.classpath = classpath
         self.size = size
         self.heap = heap
+        self.admin_server = admin_server
         self.dir = tempfile.mkdtemp(prefix="apache-zk-ensemble-")
         self.procs = {}
-        self.ports = {i: {k: free_port() for k in ("client", "peer", "election")} for i in range(1, size + 1)}
+        kinds = ("client", "peer", "election") + (("admin",) if admin_server else ())
+        self.ports = {i: {k: free_port() for k in kinds} for i in range(1, size + 1)}
         servers = [f"server.{i}=127.0.0.1:{p['peer']}:{p['election']}" for i, p in sorted(self.ports.items())]
         for i, p in self.ports.items():
             data = os.path.join(self.dir, f"zk{i}")
@@ -759,13 +776,21 @@ class ApacheEnsemble:
                     f"dataDir={data}",
                     f"clientPort={p['client']}",
                     "clientPortAddress=127.0.0.1",
-                    "admin.enableServer=false",
                     "4lw.commands.whitelist=*",
                     "maxClientCnxns=0",
                     "minSessionTimeout=1000",
                     "maxSessionTimeout=60000",
                     "forceSync=yes",
-                ] + servers) + "\n")
+                ] + self._admin_lines(p) + servers) + "\n")
+
+    def _admin_lines(self, p):
+        if not self.admin_server:
+            return ["admin.enableServer=false"]
+        return ["admin.enableServer=true", "admin.serverAddress=127.0.0.1", f"admin.serverPort={p['admin']}"]
+
+    def admin_port(self, i):
+        """Member `i`'s AdminServer port (with `admin_server`)."""
+        return self.ports[i]["admin"]
 
     def start(self, timeout=90.0):
         for i in self.ports:
@@ -786,7 +811,7 @@ class ApacheEnsemble:
         """Starts member `i` (again) on its ports and data."""
         log = open(os.path.join(self.dir, f"zk{i}.log"), "ab")
         self.procs[i] = subprocess.Popen(
-            ["java", f"-Xmx{self.heap}", "-Dzookeeper.admin.enableServer=false",
+            ["java", f"-Xmx{self.heap}", f"-Dzookeeper.admin.enableServer={str(self.admin_server).lower()}",
              "-cp", self.classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain",
              os.path.join(self.dir, f"zoo{i}.cfg")],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)

@@ -15,7 +15,7 @@ import subprocess
 
 from .common import DEPLOY, LIVENESS, READINESS, config_env, rel
 from .flags import SHELLS, flag_value, server_invocation
-from .probes import Probe, check_probe_targets
+from .probes import Probe, check_probe_targets, http_probe
 
 # What a variable set from a Secret (valueFrom) holds when the checks run the
 # binaries: a token-shaped placeholder.
@@ -259,6 +259,8 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
     mounts = server.get("volumeMounts") or []
     claims = {t["metadata"]["name"] for t in spec.get("volumeClaimTemplates") or []}
 
+    # Probes over HTTP (/livez, /readyz) need no four-letter word.
+    http_probes = all("httpGet" in (server.get(p) or {}) for p in ("startupProbe", "livenessProbe"))
     config = None
     found = config_map_file(server, volumes, config_maps, config_path)
     if not found:
@@ -273,7 +275,7 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
             config = configs.check(f"{where} ConfigMap/{cm['metadata']['name']} {key}", text, members=replicas,
                                    host_pattern=lambda i: rf"{re.escape(name)}-{i - 1}\.{re.escape(peer_service or '')}(\..*)?",
                                    env=config_env(env, besides=("ZABKEEPER_CONFIG",)),
-                                   needs_ruok=True)
+                                   needs_ruok=not http_probes)
     if config:
         data_dir = config.data.get("data_dir", "")
         m = mount_of(mounts, data_dir)
@@ -294,12 +296,22 @@ def check_kubernetes_set(report, lines, configs, image, image_uid, probes, direc
                              f"{where} Service/{s['metadata']['name']} port {p['port']}: targetPort {target} is no containerPort of {server['name']}")
         if remote_admin:
             check_remote_admin(report, where, at, config, container_ports, labels, services, by_kind, env)
+    named_ports = {p.get("name"): p["containerPort"] for p in server.get("ports") or [] if p.get("name")}
     for probe_name, kind in (("startupProbe", LIVENESS), ("livenessProbe", LIVENESS), ("readinessProbe", READINESS)):
         probe = server.get(probe_name)
-        if not probe or "exec" not in probe:
-            report.fail(f"{at}: no exec {probe_name}")
+        timeout = probe.get("timeoutSeconds", 1) if probe else 1
+        if probe and "httpGet" in probe:
+            get = probe["httpGet"]
+            port = named_ports.get(get.get("port"), get.get("port"))
+            if not isinstance(port, int):
+                report.fail(f"{at}: {probe_name} httpGet port {get.get('port')!r} is no containerPort")
+                continue
+            p = http_probe(f"{at} {probe_name}", kind, port, get.get("path", "/"), timeout, get.get("scheme", "HTTP"))
+        elif probe and "exec" in probe:
+            p = Probe(f"{at} {probe_name}", kind, probe["exec"]["command"], timeout)
+        else:
+            report.fail(f"{at}: no exec or httpGet {probe_name}")
             continue
-        p = Probe(f"{at} {probe_name}", kind, probe["exec"]["command"], probe.get("timeoutSeconds", 1))
         probes.append(p)
         check_probe_targets(report, p.where, p, config, 1, lines)
     # What the live scaling check runs (checks/scaling.py).

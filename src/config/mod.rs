@@ -364,8 +364,8 @@ impl std::str::FromStr for LogFormat {
 }
 
 /// Every four-letter word the server knows.
-pub const KNOWN_FOUR_LETTER_WORDS: [&str; 10] =
-    ["ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "dump", "isro"];
+pub const KNOWN_FOUR_LETTER_WORDS: [&str; 12] =
+    ["ruok", "srvr", "stat", "mntr", "conf", "cons", "envi", "wchs", "wchc", "wchp", "dump", "isro"];
 
 fn parse_addr(key: &str, value: &str) -> Result<HostPort, ConfigError> {
     HostPort::parse(value).map_err(|e| invalid(key, format!("{value:?}: {e}")))

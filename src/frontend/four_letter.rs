@@ -1,14 +1,17 @@
 //! Answers to four-letter words, in ZooKeeper's text formats (ops tools parse
 //! `srvr`'s `Mode:` line and `mntr`'s tab-separated keys). A word not in the
-//! configured whitelist gets ZooKeeper's refusal text.
+//! configured whitelist gets ZooKeeper's refusal text. The figures come from
+//! [`Facts`], which the AdminServer's JSON commands render too.
 
-use crate::handle::{Details, Handle, StatusReport};
-use crate::replica::ConnSummary;
+use super::facts::{self, Facts};
+use crate::handle::Handle;
 use crate::wire::four_letter::FourLetterWord;
 use std::fmt::Write;
 
-/// The version line tools see.
-pub const VERSION: &str = concat!("3.9.0-zabkeeper-", env!("CARGO_PKG_VERSION"));
+pub use super::facts::VERSION;
+
+/// What ZooKeeper answers while it does not serve.
+const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
 /// The text answer to `word`.
 pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
@@ -19,44 +22,72 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
     if !handle.config.four_letter_word_enabled(name) {
         return format!("{name} is not executed because it is not in the whitelist.\n");
     }
-    let Some(report) = handle.status_report().await else {
-        return "This ZooKeeper instance is not currently serving requests\n".into();
-    };
-    let details = handle.details().await.unwrap_or_default();
-    let outstanding: usize = details.connections.iter().map(|c| c.queued).sum();
+    match Facts::gather(handle).await {
+        Some(facts) => render(word, &facts),
+        None => NOT_SERVING.into(),
+    }
+}
+
+/// The text of `word` from `facts` (the whitelist already checked).
+pub fn render(word: FourLetterWord, facts: &Facts) -> String {
     match word {
         FourLetterWord::Ruok => "imok".into(),
         FourLetterWord::Isro => "rw".into(),
-        FourLetterWord::Srvr => serving_or(&report, || version_line() + &server_stats(handle, &report, outstanding)),
-        FourLetterWord::Stat => serving_or(&report, || {
+        FourLetterWord::Srvr => serving_or(facts, || version_line() + &server_stats(facts)),
+        FourLetterWord::Stat => serving_or(facts, || {
             let mut out = version_line() + "Clients:\n";
-            for c in &details.connections {
-                out.push_str(&connection_line(handle, c, &details, false));
+            for c in &facts.connections {
+                out.push_str(&connection_line(c, false));
             }
             out.push('\n');
-            out + &server_stats(handle, &report, outstanding)
+            out + &server_stats(facts)
         }),
-        FourLetterWord::Mntr => mntr(handle, &report, outstanding),
-        FourLetterWord::Conf => conf(handle),
+        FourLetterWord::Mntr => mntr(facts),
+        FourLetterWord::Conf => conf(facts),
         FourLetterWord::Cons => {
             let mut out = String::new();
-            for c in &details.connections {
-                out.push_str(&connection_line(handle, c, &details, true));
+            for c in &facts.connections {
+                out.push_str(&connection_line(c, true));
             }
             out.push('\n');
             out
         }
-        FourLetterWord::Envi => envi(),
+        FourLetterWord::Envi => {
+            let mut out = String::from("Environment:\n");
+            for (k, v) in facts::environment() {
+                let _ = writeln!(out, "{k}={v}");
+            }
+            out
+        }
         FourLetterWord::Wchs => {
-            let sessions = details.watches.len();
-            let paths: std::collections::BTreeSet<&String> =
-                details.watches.iter().flat_map(|(_, p)| p.iter()).collect();
-            format!("{sessions} connections watching {} paths\nTotal watches:{}\n", paths.len(), report.watches)
+            let (sessions, paths, total) = facts.watch_summary();
+            format!("{sessions} connections watching {paths} paths\nTotal watches:{total}\n")
+        }
+        FourLetterWord::Wchc => {
+            let mut out = String::new();
+            for (session, paths) in &facts.details.watches {
+                let _ = writeln!(out, "0x{:x}", session.0);
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out
+        }
+        FourLetterWord::Wchp => {
+            let mut out = String::new();
+            for (path, sessions) in facts.watches_by_path() {
+                let _ = writeln!(out, "{path}");
+                for s in sessions {
+                    let _ = writeln!(out, "\t0x{:x}", s.0);
+                }
+            }
+            out
         }
         FourLetterWord::Dump => {
-            let mut out = format!("SessionTracker dump:\nGlobal Sessions({}):\n", report.sessions);
-            let _ = writeln!(out, "ephemeral nodes dump:\nSessions with Ephemerals ({}):", details.ephemerals.len());
-            for (session, paths) in &details.ephemerals {
+            let mut out = format!("SessionTracker dump:\nGlobal Sessions({}):\n", facts.report.sessions);
+            let ephemerals = &facts.details.ephemerals;
+            let _ = writeln!(out, "ephemeral nodes dump:\nSessions with Ephemerals ({}):", ephemerals.len());
+            for (session, paths) in ephemerals {
                 let _ = writeln!(out, "0x{:x}:", session.0);
                 for p in paths {
                     let _ = writeln!(out, "\t{p}");
@@ -68,37 +99,31 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
     }
 }
 
-fn serving_or(report: &StatusReport, f: impl FnOnce() -> String) -> String {
-    if report.status.serving {
+fn serving_or(facts: &Facts, f: impl FnOnce() -> String) -> String {
+    if facts.serving() {
         f()
     } else {
-        "This ZooKeeper instance is not currently serving requests\n".into()
+        NOT_SERVING.into()
     }
 }
 
-fn mode(handle: &Handle, report: &StatusReport) -> &'static str {
-    handle.config.role_name(report.status.role)
-}
-
 fn version_line() -> String {
-    format!("Zookeeper version: {VERSION}, built on unknown\n")
+    format!("Zookeeper version: {}\n", facts::full_version())
 }
 
 /// One connection as ZooKeeper's `dumpConnectionInfo` prints it: brief for
 /// `stat`, with the session and the last operation for `cons`.
-fn connection_line(handle: &Handle, c: &ConnSummary, details: &Details, full: bool) -> String {
-    let figures = handle.conns.get(c.conn);
-    let peer = figures.as_ref().and_then(|f| f.peer).map_or_else(|| "unknown".to_string(), |p| p.to_string());
-    let (received, sent) = figures.as_ref().map_or((0, 0), |f| (f.received, f.sent));
-    let mut out = format!(" /{peer}[1](queued={},recved={received},sent={sent}", c.queued);
-    if let (true, Some(session), Some(f)) = (full, c.session, figures) {
-        let timeout = details.sessions.iter().find(|(id, _)| *id == session).map_or(0, |(_, t)| *t);
+fn connection_line(c: &facts::Connection, full: bool) -> String {
+    let (received, sent) = c.figures.as_ref().map_or((0, 0), |f| (f.received, f.sent));
+    let mut out = format!(" /{}[1](queued={},recved={received},sent={sent}", c.remote, c.queued);
+    if let (true, Some(session), Some(f)) = (full, c.session, &c.figures) {
         let _ = write!(
             out,
-            ",sid=0x{:x},lop={},est={},to={timeout},lcxid=0x{:x},lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+            ",sid=0x{:x},lop={},est={},to={},lcxid=0x{:x},lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
             session.0,
             f.last_op,
             f.established_ms,
+            c.timeout_ms,
             f.last_xid,
             f.last_zxid,
             f.last_response_ms,
@@ -113,99 +138,80 @@ fn connection_line(handle: &Handle, c: &ConnSummary, details: &Details, full: bo
 }
 
 /// The body `srvr` and `stat` share (ZooKeeper's `ServerStats.toString`).
-fn server_stats(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
-    let stats = handle.stats.snapshot();
+fn server_stats(facts: &Facts) -> String {
+    let s = facts.server_stats();
     format!(
-        "Latency min/avg/max: {:.0}/{:.4}/{:.0}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {outstanding}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
-        stats.min_ms,
-        stats.avg_ms,
-        stats.max_ms,
-        stats.received,
-        stats.sent,
-        report.connections,
-        report.last_applied.0,
-        mode(handle, report),
-        report.nodes
+        "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
+        s.min_latency,
+        s.avg_latency,
+        s.max_latency,
+        s.packets_received,
+        s.packets_sent,
+        s.connections,
+        s.outstanding,
+        s.last_processed_zxid,
+        s.server_state,
+        s.node_count
     )
 }
 
-fn mntr(handle: &Handle, report: &StatusReport, outstanding: usize) -> String {
-    let stats = handle.stats.snapshot();
-    let state = if report.status.serving { mode(handle, report) } else { "looking" };
-    let mut lines = vec![
-        ("zk_version", VERSION.to_string()),
-        ("zk_server_state", state.to_string()),
-        ("zk_avg_latency", format!("{:.4}", stats.avg_ms)),
-        ("zk_max_latency", format!("{:.0}", stats.max_ms)),
-        ("zk_min_latency", format!("{:.0}", stats.min_ms)),
-        ("zk_packets_received", stats.received.to_string()),
-        ("zk_packets_sent", stats.sent.to_string()),
-        ("zk_num_alive_connections", report.connections.to_string()),
-        ("zk_outstanding_requests", outstanding.to_string()),
-        ("zk_znode_count", report.nodes.to_string()),
-        ("zk_watch_count", report.watches.to_string()),
-        ("zk_ephemerals_count", report.ephemerals.to_string()),
-        ("zk_approximate_data_size", report.data_bytes.to_string()),
-        ("zk_global_sessions", report.sessions.to_string()),
-        ("zk_last_zxid", format!("0x{:x}", report.last_applied.0)),
-        ("zk_expired_sessions", report.counters.expired_sessions.to_string()),
-    ];
-    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-        lines.push(("zk_open_file_descriptor_count", fds.count().to_string()));
-    }
-    if report.status.role == crate::zab::Role::Leading && !handle.config.standalone() {
-        // As the leader sees them: connected (syncing or synced), and synced.
-        lines.push(("zk_followers", report.followers.len().to_string()));
-        lines.push(("zk_synced_followers", report.followers.iter().filter(|f| f.synced).count().to_string()));
-        lines.push(("zk_pending_syncs", report.pending_syncs.to_string()));
-    }
+/// `mntr`: ZooKeeper's keys with `zk_`, then three this server has always
+/// printed (zk_followers is ZooKeeper 3.4's name for 3.5's zk_learners).
+fn mntr(facts: &Facts) -> String {
     let mut out = String::new();
-    for (k, v) in lines {
-        let _ = writeln!(out, "{k}\t{v}");
+    for (k, v) in facts.monitor() {
+        let _ = writeln!(out, "zk_{k}\t{}", v.text());
+    }
+    let _ = writeln!(out, "zk_last_zxid\t0x{:x}", facts.report.last_applied.0);
+    let _ = writeln!(out, "zk_expired_sessions\t{}", facts.report.counters.expired_sessions);
+    if facts.report.status.role == crate::zab::Role::Leading && !facts.config.standalone() {
+        let _ = writeln!(out, "zk_followers\t{}", facts.report.followers.len());
     }
     out
 }
 
-fn conf(handle: &Handle) -> String {
-    let c = &handle.config;
-    let me = c.me();
+fn conf(facts: &Facts) -> String {
     let mut out = String::new();
-    if let Some(client) = &me.client_addr {
-        let _ = writeln!(out, "clientPort={}", client.port());
-        let _ = writeln!(out, "clientPortAddress={}", client.host());
+    for s in facts::settings(&facts.config) {
+        if let Some(key) = s.text {
+            let _ = writeln!(out, "{key}={}", s.value.text());
+        }
     }
-    let _ = writeln!(out, "secureClientPort=-1");
-    let _ = writeln!(out, "dataDir={}", me.data_dir.display());
-    let _ = writeln!(out, "dataLogDir={}", me.data_dir.display());
-    let _ = writeln!(out, "tickTime={}", c.tick_ms);
-    // ZooKeeper's maxClientCnxns is the per-address limit (0: none).
-    let _ = writeln!(out, "maxClientCnxns={}", c.limits.max_connections_per_address);
-    let _ = writeln!(out, "minSessionTimeout={}", c.min_session_timeout_ms);
-    let _ = writeln!(out, "maxSessionTimeout={}", c.max_session_timeout_ms);
-    let _ = writeln!(out, "serverId={}", c.id);
-    let _ = writeln!(out, "initLimit={}", c.init_limit_ticks);
-    let _ = writeln!(out, "syncLimit={}", c.sync_limit_ticks);
-    let _ = writeln!(out, "snapCount={}", c.snapshot_every);
-    let _ = writeln!(out, "autopurge.snapRetainCount={}", c.snapshots_retained);
-    let _ = writeln!(out, "jute.maxbuffer={}", c.max_data_bytes);
     let _ = writeln!(out, "membership: ");
-    for m in &c.members {
+    for m in &facts.config.members {
         let client = m.client_addr.as_ref().map_or(String::new(), |a| format!(";{a}"));
         let _ = writeln!(out, "server.{}={}:{}:participant{client}", m.id, m.peer_addr.host(), m.peer_addr.port());
     }
     out
 }
 
-fn envi() -> String {
-    let mut out = String::from("Environment:\n");
-    let _ = writeln!(out, "zookeeper.version={VERSION}");
-    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
-    let _ = writeln!(out, "host.name={host}");
-    let _ = writeln!(out, "os.name={}", std::env::consts::OS);
-    let _ = writeln!(out, "os.arch={}", std::env::consts::ARCH);
-    if let Ok(dir) = std::env::current_dir() {
-        let _ = writeln!(out, "user.dir={}", dir.display());
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::facts::tests::leader;
+
+    #[test]
+    fn text_words_render_the_shared_figures() {
+        let f = leader();
+        let srvr = render(FourLetterWord::Srvr, &f);
+        assert!(srvr.contains("Latency min/avg/max: 0/1.0000/3\n"), "{srvr}");
+        assert!(srvr.contains("Mode: leader\n") && srvr.contains("Zxid: 0x100000005\n"), "{srvr}");
+        let mntr = render(FourLetterWord::Mntr, &f);
+        for line in ["zk_server_state\tleader", "zk_synced_followers\t1", "zk_followers\t2", "zk_avg_latency\t1.0000"] {
+            assert!(mntr.lines().any(|l| l == line), "{line} in {mntr}");
+        }
+        let cons = render(FourLetterWord::Cons, &f);
+        assert!(cons.starts_with(" /127.0.0.1:5000[1](queued=0,recved=3,sent=4,sid=0x10,lop=GETD,"), "{cons}");
+        assert_eq!(render(FourLetterWord::Wchp, &f), "/a\n\t0x10\n/b\n\t0x10\n");
+        assert_eq!(render(FourLetterWord::Wchc, &f), "0x10\n\t/a\n\t/b\n");
+        assert!(render(FourLetterWord::Conf, &f).contains("tickTime=100\n"));
     }
-    let _ = writeln!(out, "process.id={}", std::process::id());
-    out
+
+    #[test]
+    fn a_member_not_serving_says_so() {
+        let mut f = leader();
+        f.report.status.serving = false;
+        assert_eq!(render(FourLetterWord::Srvr, &f), NOT_SERVING);
+        assert!(render(FourLetterWord::Mntr, &f).contains("zk_server_state\tlooking\n"));
+    }
 }

@@ -6,6 +6,7 @@
 //! it (the connection's outbox registered, then the connect), the limit on
 //! requests in flight, reply accounting, and closing it.
 
+pub mod facts;
 pub mod four_letter;
 pub mod limits;
 pub mod zookeeper;

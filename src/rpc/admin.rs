@@ -51,8 +51,8 @@ pub fn authenticate(token: Option<Arc<str>>) -> impl FnMut(Request<()>) -> Resul
 }
 
 /// Compares without returning early, so timing does not reveal how much of a
-/// guess was right.
-fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
+/// guess was right (the admin gRPC API and the HTTP commands check tokens with it).
+pub(crate) fn equal_in_constant_time(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

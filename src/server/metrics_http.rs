@@ -1,5 +1,7 @@
-//! `/metrics` over HTTP: each scrape reads the levels from the replica
-//! through the [`Handle`] and renders [`crate::metrics::Metrics`].
+//! The member's HTTP listener: `/metrics` (each scrape reads the levels from
+//! the replica through the [`Handle`] and renders [`crate::metrics::Metrics`]),
+//! and beside it ZooKeeper's AdminServer commands and the health endpoints
+//! ([`super::admin_http`]).
 
 use crate::handle::Handle;
 use crate::metrics::Levels;
@@ -11,7 +13,7 @@ async fn levels(handle: &Handle) -> Option<Levels> {
     let data_dir_bytes = match handle.config.members.iter().find(|m| m.id == handle.config.id) {
         Some(me) => {
             let dir = me.data_dir.clone();
-            tokio::task::spawn_blocking(move || dir_size(&dir)).await.unwrap_or(0)
+            tokio::task::spawn_blocking(move || super::disk::dir_size(&dir)).await.unwrap_or(0)
         }
         None => 0,
     };
@@ -34,36 +36,26 @@ async fn levels(handle: &Handle) -> Option<Levels> {
     })
 }
 
-/// Bytes of every file under `dir`.
-fn dir_size(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| match e.file_type() {
-            Ok(t) if t.is_dir() => dir_size(&e.path()),
-            Ok(_) => e.metadata().map_or(0, |m| m.len()),
-            Err(_) => 0,
-        })
-        .sum()
-}
-
-/// Serves `/metrics` on `listener` until `stop`.
+/// Serves `/metrics`, `/commands`, `/livez` and `/readyz` on `listener` until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     handle: Handle,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String> {
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let handle = handle.clone();
-            async move {
-                let levels = levels(&handle).await;
-                let body = handle.metrics.render(levels.as_ref());
-                ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
-            }
-        }),
-    );
+    let admin = super::admin_http::routes(handle.clone());
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let handle = handle.clone();
+                async move {
+                    let levels = levels(&handle).await;
+                    let body = handle.metrics.render(levels.as_ref());
+                    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body)
+                }
+            }),
+        )
+        .merge(admin);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { crate::handle::stopped(&mut stop).await })
         .await

@@ -9,6 +9,7 @@
 //! takes every event already waiting, then carries out the replica's outputs
 //! in order: one storage batch per turn, one flush for many transactions.
 
+pub mod admin_http;
 pub mod disk;
 pub mod metrics_http;
 pub mod serve;

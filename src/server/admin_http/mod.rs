@@ -1,0 +1,354 @@
+//! ZooKeeper's AdminServer HTTP API (`/commands`, `/commands/<name>`) and
+//! the health endpoints Kubernetes probes (`/livez`, `/readyz`), served on
+//! the member's HTTP listener beside `/metrics`.
+//!
+//! The commands answer JSON under ZooKeeper's names ([`commands`]). Two of
+//! them touch data wholesale and need the admin token when one is
+//! configured: `snapshot` (streams a fresh snapshot, the bytes
+//! `zkctl admin snapshot save` writes) and `restore` (refused: a running
+//! member's tree is not replaced here). Without a token they are served only
+//! on a loopback listener, as the admin API is.
+
+pub mod commands;
+
+use crate::config::ServerConfig;
+use crate::frontend::facts::Facts;
+use crate::handle::{Event, Handle, Query, StatusReport};
+use crate::zab::Role;
+use axum::body::Body;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use commands::{Command, Extras, Method};
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Where the commands are, as ZooKeeper's `admin.commandURL` default.
+pub const COMMAND_URL: &str = "/commands";
+
+/// How long `/livez` waits for the replica's owner task to answer.
+const LIVENESS_WAIT: Duration = Duration::from_secs(3);
+
+/// Why a command that needs the token was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No `Authorization` header (ZooKeeper's words).
+    #[error("Auth info is missing for the command")]
+    Missing,
+    /// A header that is not the token.
+    #[error("Not authenticated")]
+    Wrong,
+    /// No token is configured and the listener is not on loopback.
+    #[error("Not authorized: set admin_token to use this command on a listener that is not loopback")]
+    NoTokenRemote,
+}
+
+impl AuthError {
+    fn status(&self) -> StatusCode {
+        match self {
+            AuthError::Missing | AuthError::Wrong => StatusCode::UNAUTHORIZED,
+            AuthError::NoTokenRemote => StatusCode::FORBIDDEN,
+        }
+    }
+}
+
+/// Checks `Authorization` against the admin token: `Bearer <token>` (as the
+/// admin gRPC API takes it), or ZooKeeper 3.9's digest form
+/// `digest <user>:<token>` (any user name; the password is the token).
+pub fn authorize(config: &ServerConfig, authorization: Option<&str>) -> Result<(), AuthError> {
+    let Some(expected) = config.admin_token.as_deref() else {
+        let loopback = config.me().bind.metrics.as_ref().is_some_and(crate::config::HostPort::is_loopback);
+        return if loopback { Ok(()) } else { Err(AuthError::NoTokenRemote) };
+    };
+    let given = authorization.ok_or(AuthError::Missing)?;
+    let secret = match given.split_once(' ') {
+        Some(("Bearer", token)) => token,
+        Some(("digest", credentials)) => credentials.split_once(':').map_or("", |(_, password)| password),
+        _ => "",
+    };
+    if crate::rpc::admin::equal_in_constant_time(secret.as_bytes(), expected.as_bytes()) {
+        Ok(())
+    } else {
+        Err(AuthError::Wrong)
+    }
+}
+
+/// Whether a member is ready for clients: a member of a quorum (leading or
+/// following an established leader), synced with it, and applying what is
+/// committed. The error says why not.
+pub fn readiness(report: Option<&StatusReport>) -> Result<(), String> {
+    let Some(r) = report else { return Err("the replica does not answer (starting or stopping)".into()) };
+    match (r.status.role, r.status.serving) {
+        (Role::Looking, _) => Err("looking for a leader: no quorum".into()),
+        (Role::Leading, false) => Err("leading, but not yet established by a quorum".into()),
+        (Role::Following, false) => Err("syncing with the leader".into()),
+        _ if r.last_applied < r.last_committed => Err(format!(
+            "applying committed transactions (applied 0x{:x}, committed 0x{:x})",
+            r.last_applied.0, r.last_committed.0
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut text = serde_json::to_string_pretty(body).unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+/// The routes this module serves, for the listener's router.
+pub fn routes(handle: Handle) -> axum::Router {
+    use axum::routing::get;
+    axum::Router::new()
+        .route(COMMAND_URL, get(list))
+        .route("/commands/", get(list))
+        .route("/commands/{name}", get(run_get).post(run_post))
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .with_state(handle)
+}
+
+type State = axum::extract::State<Handle>;
+
+async fn list(headers: HeaderMap) -> Response {
+    // A browser asks for HTML and gets ZooKeeper's page of links; scripts get JSON.
+    let html = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/html"));
+    if html {
+        let page = commands::listing_html(COMMAND_URL);
+        return ([(header::CONTENT_TYPE, "text/html;charset=utf-8")], page).into_response();
+    }
+    json_response(StatusCode::OK, &commands::listing(COMMAND_URL))
+}
+
+fn authorization(headers: &HeaderMap) -> Option<&str> {
+    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+}
+
+fn refused(command: &Command, e: &AuthError) -> Response {
+    json_response(e.status(), &commands::response(command.primary(), Some(&e.to_string()), Map::new()))
+}
+
+async fn run_get(
+    axum::extract::State(handle): State,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let Some(command) = commands::find(&name) else {
+        return json_response(StatusCode::OK, &commands::unknown(&name));
+    };
+    if command.method == Method::Post {
+        let why = format!("{} takes POST", command.primary());
+        return json_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &commands::response(command.primary(), Some(&why), Map::new()),
+        );
+    }
+    if command.needs_token {
+        if let Err(e) = authorize(&handle.config, authorization(&headers)) {
+            return refused(command, &e);
+        }
+    }
+    if let Some(refusal) = commands::refused_by_whitelist(command, |w| handle.config.four_letter_word_enabled(w)) {
+        return json_response(StatusCode::FORBIDDEN, &refusal);
+    }
+    if command.primary() == "snapshot" {
+        return snapshot(&handle, streaming(uri.query())).await;
+    }
+    let facts = Facts::gather(&handle).await;
+    let extras = extras(&handle, command).await;
+    json_response(StatusCode::OK, &commands::answer(command, facts.as_ref(), &extras))
+}
+
+async fn run_post(
+    axum::extract::State(handle): State,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(command) = commands::find(&name) else {
+        return json_response(StatusCode::OK, &commands::unknown(&name));
+    };
+    if command.method == Method::Get {
+        let why = format!("{} takes GET", command.primary());
+        return json_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &commands::response(command.primary(), Some(&why), Map::new()),
+        );
+    }
+    if let Err(e) = authorize(&handle.config, authorization(&headers)) {
+        return refused(command, &e);
+    }
+    // Replacing a running member's tree would bypass Zab; a member is
+    // restored stopped, from a saved snapshot, and catches up on start.
+    let why = "restore is not served on a running member: stop it, then `zkctl admin snapshot restore FILE \
+               --data-dir DIR` (or `zabkeeper` on a fresh data directory); it catches up from the leader on start";
+    json_response(StatusCode::NOT_IMPLEMENTED, &commands::response(command.primary(), Some(why), Map::new()))
+}
+
+/// ZooKeeper's `streaming` parameter: true when absent, else as Java's
+/// `Boolean.parseBoolean` reads it (only "true", in any case, is true).
+fn streaming(query: Option<&str>) -> bool {
+    let value = query.into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix("streaming="));
+    value.is_none_or(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// What a command reads from storage besides the facts.
+async fn extras(handle: &Handle, command: &Command) -> Extras {
+    let mut extras = Extras::default();
+    match command.primary() {
+        "server_stats" | "stats" | "dirs" => {
+            if let Some(me) = handle.config.members.iter().find(|m| m.id == handle.config.id) {
+                let dir = me.data_dir.clone();
+                let size = tokio::task::spawn_blocking(move || super::disk::dir_size(&dir));
+                extras.data_dir_bytes = size.await.unwrap_or(0);
+            }
+        }
+        "last_snapshot" => {
+            let storage = handle.storage.clone();
+            let newest = tokio::task::spawn_blocking(move || storage.snapshots().ok().and_then(|s| s.last().copied()));
+            extras.last_snapshot = newest.await.ok().flatten();
+        }
+        _ => {}
+    }
+    extras
+}
+
+/// Takes a snapshot and, when `stream`, sends its bytes (the format
+/// `zkctl admin snapshot save` writes and `restore` reads), with ZooKeeper's
+/// `last_zxid` and `snapshot_size` headers.
+async fn snapshot(handle: &Handle, stream: bool) -> Response {
+    let failed = |why: String| {
+        json_response(StatusCode::INTERNAL_SERVER_ERROR, &commands::response("snapshot", Some(&why), Map::new()))
+    };
+    let (tx, rx) = oneshot::channel();
+    if handle.events.send(Event::Query(Query::TakeSnapshot(tx))).await.is_err() {
+        return failed(commands::NOT_SERVING.into());
+    }
+    let zxid = match rx.await {
+        Ok(Ok(zxid)) => zxid,
+        Ok(Err(e)) => return failed(format!("snapshot failed: {e}")),
+        Err(_) => return failed(commands::NOT_SERVING.into()),
+    };
+    let storage = handle.storage.clone();
+    let found = tokio::task::spawn_blocking(move || storage.snapshots()).await;
+    let meta = match found {
+        Ok(Ok(all)) => all.into_iter().find(|s| s.zxid == zxid),
+        Ok(Err(e)) => return failed(format!("storage: {e}")),
+        Err(e) => return failed(e.to_string()),
+    };
+    let Some(meta) = meta else { return failed(format!("snapshot 0x{:x} was purged before it was read", zxid.0)) };
+    let headers = [("last_zxid", format!("0x{:x}", zxid.0)), ("snapshot_size", meta.bytes.to_string())];
+    let mut response = if stream {
+        let (chunks_tx, chunks_rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+        let storage = handle.storage.clone();
+        // Chunks are read on a blocking thread and wait for the client (a bounded channel).
+        tokio::task::spawn_blocking(move || {
+            for index in 0..meta.chunks {
+                let item = match storage.snapshot_chunk(meta.zxid, index) {
+                    Ok(Some(data)) => Ok(data),
+                    Ok(None) => Err(std::io::Error::other("the snapshot was purged while it was being sent")),
+                    Err(e) => Err(std::io::Error::other(e.to_string())),
+                };
+                let failed = item.is_err();
+                if chunks_tx.blocking_send(item).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(chunks_rx));
+        ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
+    } else {
+        json_response(StatusCode::OK, &commands::response("snapshot", None, Map::new()))
+    };
+    for (name, value) in headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+async fn livez(axum::extract::State(handle): State) -> Response {
+    // The owner task answering the cheapest question: the process serves.
+    let (tx, rx) = oneshot::channel();
+    let asked = async {
+        handle.events.send(Event::Query(Query::Role(tx))).await.ok()?;
+        rx.await.ok()
+    };
+    match tokio::time::timeout(LIVENESS_WAIT, asked).await {
+        Ok(Some(_)) => json_response(StatusCode::OK, &json!({"live": true})),
+        Ok(None) => json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"live": false, "reason": "stopping"})),
+        Err(_) => {
+            let why = format!("the replica did not answer within {} s", LIVENESS_WAIT.as_secs());
+            json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"live": false, "reason": why}))
+        }
+    }
+}
+
+async fn readyz(axum::extract::State(handle): State) -> Response {
+    let report = handle.status_report().await;
+    match readiness(report.as_ref()) {
+        Ok(()) => {
+            let role = report.as_ref().map_or("", |r| handle.config.role_name(r.status.role));
+            json_response(StatusCode::OK, &json!({"ready": true, "role": role}))
+        }
+        Err(reason) => json_response(StatusCode::SERVICE_UNAVAILABLE, &json!({"ready": false, "reason": reason})),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::facts::tests::leader;
+    use crate::ids::Zxid;
+
+    fn config(extra: &str, metrics: &str) -> ServerConfig {
+        let text = format!(
+            "{extra}\ndata_dir = \"data\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:2888\"\ngrpc_addr = \"127.0.0.1:3181\"\nmetrics_addr = \"{metrics}\"\n"
+        );
+        ServerConfig::parse(&text, Some(1)).expect("a valid test config")
+    }
+
+    #[test]
+    fn the_token_is_taken_as_bearer_or_as_a_digest_password() {
+        let c = config("admin_token = \"s3cret\"", "127.0.0.1:9181");
+        assert_eq!(authorize(&c, Some("Bearer s3cret")), Ok(()));
+        assert_eq!(authorize(&c, Some("digest root:s3cret")), Ok(()));
+        assert_eq!(authorize(&c, None), Err(AuthError::Missing));
+        for wrong in ["Bearer s3cre", "digest root:nope", "digest s3cret", "s3cret", "Basic s3cret", ""] {
+            assert_eq!(authorize(&c, Some(wrong)), Err(AuthError::Wrong), "{wrong}");
+        }
+    }
+
+    #[test]
+    fn without_a_token_only_a_loopback_listener_serves_snapshots() {
+        assert_eq!(authorize(&config("", "127.0.0.1:9181"), None), Ok(()));
+        assert_eq!(authorize(&config("", "10.0.0.1:9181"), None), Err(AuthError::NoTokenRemote));
+        assert_eq!(AuthError::NoTokenRemote.status(), StatusCode::FORBIDDEN);
+        assert_eq!(AuthError::Missing.status(), StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn ready_means_in_a_quorum_synced_and_applied() {
+        let mut r = leader().report;
+        assert_eq!(readiness(Some(&r)), Ok(()));
+        r.last_applied = Zxid(0x1_0000_0004);
+        assert!(readiness(Some(&r)).is_err_and(|e| e.contains("applying")));
+        r.last_applied = r.last_committed;
+        r.status.serving = false;
+        assert!(readiness(Some(&r)).is_err_and(|e| e.contains("not yet established")));
+        r.status.role = Role::Following;
+        assert!(readiness(Some(&r)).is_err_and(|e| e.contains("syncing")));
+        r.status.role = Role::Looking;
+        assert!(readiness(Some(&r)).is_err_and(|e| e.contains("no quorum")));
+        assert!(readiness(None).is_err());
+    }
+
+    #[test]
+    fn streaming_is_the_default() {
+        assert!(streaming(None));
+        assert!(streaming(Some("streaming=true")));
+        assert!(!streaming(Some("a=1&streaming=false")));
+        assert!(!streaming(Some("streaming=yes")), "as Java's parseBoolean");
+    }
+}
