@@ -452,6 +452,16 @@ fn a_snapshot_is_listed_saved_inspected_and_restores_a_member() {
     assert_eq!(entry["nodes"].as_u64(), Some(status.node_count));
     assert!(entry["created_ms"].as_i64().is_some_and(|t| t > 1_600_000_000_000), "{entry}");
 
+    // Disk usage, by what the files hold, the same in status and /metrics.
+    let usage = zkctl_json(&ensemble, 2, &["status"])[0]["disk_usage"].clone();
+    let bytes = |kind: &str| usage[kind].as_u64().unwrap_or_else(|| panic!("no {kind} in {usage}"));
+    assert!(bytes("log_bytes") > 0 && bytes("snapshot_bytes") > 0 && bytes("sled_bytes") > 0, "{usage}");
+    let m = samples(&scrape(&ensemble, 2));
+    let metric = |kind: &str| m.get(&format!("zabkeeper_disk_usage_bytes{{kind=\"{kind}\"}}")).copied();
+    assert!(metric("snapshots").is_some_and(|b| b > 0.0), "{m:?}");
+    let total: f64 = ["log", "snapshots", "sled", "other"].iter().filter_map(|k| metric(k)).sum();
+    assert_eq!(m.get("zabkeeper_data_dir_size_bytes").copied(), Some(total), "the kinds add up to the whole");
+
     let file = ensemble.dir.path().join("saved.snap");
     let file_arg = file.to_str().expect("utf-8").to_string();
     let saved = &zkctl_json(&ensemble, 2, &["snapshot", "save", &file_arg])[0];

@@ -71,6 +71,7 @@ MNTR_LEADER_REQUIRED = {"learners", "synced_followers", "synced_non_voting_follo
 # (command, dotted field) -> why zabkeeper has it and ZooKeeper 3.8 does not.
 EXTRA = {
     ("envi", "process.id"): "the server's pid, which zabkeeper's envi has always given",
+    ("mntr", "disk_*"): "the data directory's bytes by what they hold (log, snapshots, sled's own, other)",
 }
 # Primary names ZooKeeper 3.8 lists that zabkeeper does not serve, and ours it lacks.
 NOT_SERVED = {"connection_stat_reset", "get_trace_mask", "initial_configuration",

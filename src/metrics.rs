@@ -47,6 +47,8 @@ pub struct Levels {
     pub outstanding: Option<u64>,
     /// Bytes on disk in the data directory.
     pub data_dir_bytes: u64,
+    /// The same bytes by what they hold (`log`, `snapshots`, `sled`, `other`).
+    pub disk_usage: Vec<(&'static str, u64)>,
 }
 
 /// A request's operation and outcome.
@@ -70,6 +72,13 @@ pub struct OpLabels {
 pub struct FollowerLabels {
     /// Its id.
     pub follower: u64,
+}
+
+/// What a share of the data directory holds.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DiskLabels {
+    /// `log`, `snapshots`, `sled` (its own bookkeeping) or `other`.
+    pub kind: &'static str,
 }
 
 /// What the memory allocator reports about the heap.
@@ -116,6 +125,7 @@ pub struct Metrics {
     snapshot_bytes: Gauge,
     snapshot_failures: Counter,
     follower_lag: Family<FollowerLabels, Gauge>,
+    disk_usage: Family<DiskLabels, Gauge>,
     outstanding: Gauge,
     connections: Gauge,
     sessions: Gauge,
@@ -219,6 +229,13 @@ impl Metrics {
             Unit::Bytes,
             data_dir_bytes.clone(),
         );
+        let disk_usage = Family::<DiskLabels, Gauge>::default();
+        registry.register_with_unit(
+            "disk_usage",
+            "Bytes on disk in the data directory by what they hold: the log, the snapshots, sled's own bookkeeping",
+            Unit::Bytes,
+            disk_usage.clone(),
+        );
         let disk_free_bytes = Gauge::default();
         registry.register_with_unit(
             "disk_free",
@@ -258,6 +275,7 @@ impl Metrics {
             snapshot_bytes,
             snapshot_failures,
             follower_lag,
+            disk_usage,
             outstanding,
             connections,
             sessions,
@@ -338,6 +356,9 @@ impl Metrics {
                 self.outstanding.set(level(outstanding));
             }
             self.data_dir_bytes.set(level(l.data_dir_bytes));
+            for (kind, bytes) in &l.disk_usage {
+                self.disk_usage.get_or_create(&DiskLabels { kind }).set(level(*bytes));
+            }
         }
         self.read_heap();
         let mut out = String::new();

@@ -9,6 +9,7 @@ use crate::handle::{Details, Handle, StatusReport};
 use crate::ids::SessionId;
 use crate::members::{Configuration, Participation};
 use crate::stats::{ConnFigures, StatsSnapshot};
+use crate::storage::sled_store::DiskUsage;
 use crate::zab::Role;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -110,6 +111,9 @@ pub struct Facts {
     pub connections: Vec<Connection>,
     /// Since the process started, ms.
     pub uptime_ms: u64,
+    /// The data directory's disk usage, for the words that show it (read
+    /// only for them: [`Facts::with_disk`]).
+    pub disk: Option<DiskUsage>,
 }
 
 impl Facts {
@@ -143,7 +147,14 @@ impl Facts {
             config: handle.config.clone(),
             connections,
             uptime_ms: u64::try_from(handle.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            disk: None,
         })
+    }
+
+    /// These facts with the data directory's disk usage read.
+    pub async fn with_disk(mut self) -> Facts {
+        self.disk = Some(disk_usage(&self.config).await);
+        self
     }
 
     /// Whether the replica serves clients now.
@@ -260,6 +271,12 @@ impl Facts {
             ("uptime", Figure::count(self.uptime_ms)),
             ("quorum_size", Figure::count(self.quorum_size())),
         ];
+        if let Some(d) = self.disk {
+            lines.push(("disk_log_bytes", Figure::count(d.log)));
+            lines.push(("disk_snapshots_bytes", Figure::count(d.snapshots)));
+            lines.push(("disk_sled_bytes", Figure::count(d.sled)));
+            lines.push(("disk_other_bytes", Figure::count(d.other)));
+        }
         if let Some((open, max)) = file_descriptors() {
             lines.push(("open_file_descriptor_count", Figure::count(open)));
             lines.push(("max_file_descriptor_count", Figure::count(max)));
@@ -410,6 +427,13 @@ pub fn environment() -> Vec<(&'static str, String)> {
     out
 }
 
+/// The disk usage of this member's data directory, read off the runtime's
+/// threads (a walk of its files' metadata).
+pub async fn disk_usage(config: &ServerConfig) -> DiskUsage {
+    let dir = config.me().data_dir.clone();
+    tokio::task::spawn_blocking(move || crate::storage::sled_store::usage(&dir)).await.unwrap_or_default()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -507,6 +531,7 @@ role = "observer"
             config,
             connections,
             uptime_ms: 5_000,
+            disk: Some(DiskUsage { log: 1 << 20, snapshots: 3 << 20, sled: 4096, other: 19 }),
         }
     }
 
@@ -518,6 +543,9 @@ role = "observer"
         assert_eq!(m["synced_followers"], Figure::Int(1), "member 3 is an observer");
         assert_eq!(m["synced_observers"], Figure::Int(1));
         assert_eq!(m["quorum_size"], Figure::Int(2));
+        assert_eq!(m["disk_log_bytes"], Figure::Int(1 << 20));
+        assert_eq!(m["disk_snapshots_bytes"], Figure::Int(3 << 20));
+        assert_eq!(m["disk_sled_bytes"], Figure::Int(4096));
         assert_eq!(m["peer_state"], Figure::Text("leading - broadcast".into()));
         assert_eq!(f.synced_observers(), vec![(3, 0x1_0000_0005)]);
     }

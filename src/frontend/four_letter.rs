@@ -23,6 +23,8 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
         return format!("{name} is not executed because it is not in the whitelist.\n");
     }
     match Facts::gather(handle).await {
+        // Only mntr shows the disk: the others skip the walk of the data directory.
+        Some(facts) if word == FourLetterWord::Mntr => render(word, &facts.with_disk().await),
         Some(facts) => render(word, &facts),
         None => NOT_SERVING.into(),
     }

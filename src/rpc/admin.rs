@@ -145,6 +145,7 @@ impl pb::admin_server::Admin for AdminService {
         let members = futures::future::join_all(probes).await;
         let storage = self.handle.storage.clone();
         let last_snapshot_zxid = blocking(move || storage.snapshots()).await?.last().map_or(0, |s| s.zxid.0);
+        let disk = crate::frontend::facts::disk_usage(config).await;
         Ok(Response::new(pb::StatusReply {
             server_id: r.id,
             role: config.role_name(r.status.role).into(),
@@ -175,6 +176,12 @@ impl pb::admin_server::Admin for AdminService {
             last_snapshot_error: r.last_snapshot_error.unwrap_or_default(),
             disk_free_bytes: r.disk_free_bytes.unwrap_or(0),
             disk_low: r.disk_low,
+            disk_usage: Some(pb::DiskUsage {
+                log_bytes: disk.log,
+                snapshot_bytes: disk.snapshots,
+                sled_bytes: disk.sled,
+                other_bytes: disk.other,
+            }),
         }))
     }
 

@@ -10,13 +10,7 @@ use crate::metrics::Levels;
 async fn levels(handle: &Handle) -> Option<Levels> {
     let report = handle.status_report().await?;
     let details = handle.details().await;
-    let data_dir_bytes = match handle.config.members.iter().find(|m| m.id == handle.config.id) {
-        Some(me) => {
-            let dir = me.data_dir.clone();
-            tokio::task::spawn_blocking(move || super::disk::dir_size(&dir)).await.unwrap_or(0)
-        }
-        None => 0,
-    };
+    let disk = crate::frontend::facts::disk_usage(&handle.config).await;
     let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     Some(Levels {
         connections: count(report.connections),
@@ -32,7 +26,8 @@ async fn levels(handle: &Handle) -> Option<Levels> {
         disk_low: report.disk_low,
         follower_lag: report.followers.iter().map(|f| (f.id, f.lag)).collect(),
         outstanding: details.map(|d| count(d.connections.iter().map(|c| c.queued).sum())),
-        data_dir_bytes,
+        data_dir_bytes: disk.total(),
+        disk_usage: disk.by_kind().to_vec(),
     })
 }
 

@@ -4,6 +4,7 @@
 //! Pure: the HTTP side (`super`) gathers the facts and sends the answer.
 
 use crate::frontend::facts::{self, Facts, Figure};
+use crate::storage::sled_store::DiskUsage;
 use crate::storage::SnapshotMeta;
 use serde_json::{json, Map, Value};
 
@@ -103,8 +104,8 @@ pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving 
 /// Figures read from storage for a few commands, gathered by the caller.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Extras {
-    /// Bytes under the data directory (`srvr`, `stat`, `dirs`).
-    pub data_dir_bytes: u64,
+    /// The data directory's disk usage (`srvr`, `stat`, `dirs`).
+    pub disk: DiskUsage,
     /// The newest snapshot (`lsnp`).
     pub last_snapshot: Option<SnapshotMeta>,
 }
@@ -204,8 +205,9 @@ pub fn answer(command: &Command, facts: Option<&Facts>, extras: &Extras) -> Valu
             put("secure_connections", json!([]));
         }
         "dirs" => {
-            put("datadir_size", json!(extras.data_dir_bytes));
-            put("logdir_size", json!(extras.data_dir_bytes));
+            // ZooKeeper's dataDir holds its snapshots, its dataLogDir the log.
+            put("datadir_size", json!(extras.disk.total() - extras.disk.log));
+            put("logdir_size", json!(extras.disk.log));
         }
         "dump" => {
             let expiry: Map<String, Value> = f
@@ -294,8 +296,8 @@ fn server_stats(f: &Facts, extras: &Extras, put: &mut impl FnMut(&str, Value)) {
             "min_latency": s.min_latency,
             "avg_latency": s.avg_latency,
             "max_latency": s.max_latency,
-            "data_dir_size": extras.data_dir_bytes,
-            "log_dir_size": extras.data_dir_bytes,
+            "data_dir_size": extras.disk.total() - extras.disk.log,
+            "log_dir_size": extras.disk.log,
             "last_processed_zxid": s.last_processed_zxid,
             "num_alive_client_connections": s.connections,
             "uptime": s.uptime_ms,
@@ -426,7 +428,7 @@ mod tests {
 
     fn run(name: &str) -> Value {
         let extras = Extras {
-            data_dir_bytes: 4096,
+            disk: DiskUsage { log: 4096, snapshots: 8192, sled: 100, other: 19 },
             last_snapshot: Some(SnapshotMeta {
                 zxid: Zxid(0x1_0000_0003),
                 bytes: 10,
@@ -470,7 +472,8 @@ mod tests {
         assert_eq!(v["server_stats"]["server_state"], "leader");
         assert_eq!(v["server_stats"]["avg_latency"], json!(1.0));
         assert_eq!(v["server_stats"]["max_latency"], json!(3));
-        assert_eq!(v["server_stats"]["data_dir_size"], json!(4096));
+        assert_eq!(v["server_stats"]["data_dir_size"], json!(8192 + 100 + 19), "everything but the log");
+        assert_eq!(v["server_stats"]["log_dir_size"], json!(4096));
         assert_eq!(v["node_count"], json!(7));
         let v = run("stat");
         assert_eq!(v["command"], "stats");

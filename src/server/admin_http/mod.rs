@@ -155,7 +155,10 @@ async fn run_get(
     if command.primary() == "snapshot" {
         return snapshot(&handle, streaming(uri.query())).await;
     }
-    let facts = Facts::gather(&handle).await;
+    let facts = match Facts::gather(&handle).await {
+        Some(facts) if command.primary() == "monitor" => Some(facts.with_disk().await),
+        facts => facts,
+    };
     let extras = extras(&handle, command).await;
     json_response(StatusCode::OK, &commands::answer(command, facts.as_ref(), &extras))
 }
@@ -197,11 +200,7 @@ async fn extras(handle: &Handle, command: &Command) -> Extras {
     let mut extras = Extras::default();
     match command.primary() {
         "server_stats" | "stats" | "dirs" => {
-            if let Some(me) = handle.config.members.iter().find(|m| m.id == handle.config.id) {
-                let dir = me.data_dir.clone();
-                let size = tokio::task::spawn_blocking(move || super::disk::dir_size(&dir));
-                extras.data_dir_bytes = size.await.unwrap_or(0);
-            }
+            extras.disk = crate::frontend::facts::disk_usage(&handle.config).await;
         }
         "last_snapshot" => {
             let storage = handle.storage.clone();

@@ -46,6 +46,7 @@ mod durable;
 mod runs;
 mod snapshots;
 mod upgrade;
+mod usage;
 
 pub use snapshots::snapshot_dir_name;
 use snapshots::Snapshots;
@@ -54,6 +55,7 @@ pub(crate) use snapshots::SNAPSHOT_DIR;
 pub(crate) use snapshots::{chunk_tree, encode_marker, CHUNK_KEY, INSTALLING, MARKER_KEY};
 #[cfg(test)]
 pub(crate) use upgrade::chunk_key;
+pub use usage::{usage, DiskUsage};
 
 /// Name of the log tree.
 pub(crate) const LOG_TREE: &str = "log";

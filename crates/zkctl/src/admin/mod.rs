@@ -349,6 +349,15 @@ fn print_status(s: &pb::StatusReply, out: &Printer) {
         s.disk_free_bytes >> 20,
         if s.disk_low { ", below the reserve: writes that grow the state are refused while leading" } else { "" }
     ));
+    if let Some(d) = &s.disk_usage {
+        out.line(&format!(
+            "data directory: log {}, snapshots {}, sled's own {}, other {}",
+            size(d.log_bytes),
+            size(d.snapshot_bytes),
+            size(d.sled_bytes),
+            size(d.other_bytes)
+        ));
+    }
     if !s.followers.is_empty() {
         let rows: Vec<Vec<String>> = s
             .followers
@@ -477,6 +486,15 @@ async fn sessions(server: &str, dialer: &Dialer, all: bool, out: &Printer) -> Re
     Ok(())
 }
 
+/// Bytes in the largest unit that keeps a whole number in front (KiB, MiB, GiB).
+fn size(bytes: u64) -> String {
+    const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    match UNITS.iter().find(|(_, shift)| bytes >= 1 << shift) {
+        Some((unit, shift)) => format!("{:.1} {unit}", bytes as f64 / f64::from(1u32 << shift)),
+        None => format!("{bytes} B"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +504,13 @@ mod tests {
         assert_eq!(parse_u64("--from", "0x100000002").unwrap(), 0x1_0000_0002);
         assert_eq!(parse_u64("--from", "42").unwrap(), 42);
         assert!(parse_u64("--from", "zz").is_err());
+    }
+
+    #[test]
+    fn sizes_read_in_the_largest_whole_unit() {
+        assert_eq!(size(19), "19 B");
+        assert_eq!(size(4096), "4.0 KiB");
+        assert_eq!(size(10 << 20), "10.0 MiB");
+        assert_eq!(size(3 << 30 | 1 << 29), "3.5 GiB");
     }
 }

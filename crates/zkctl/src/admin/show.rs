@@ -182,6 +182,10 @@ pub fn status_json(s: &pb::StatusReply) -> Value {
         "synced_followers": s.synced_followers, "ensemble_size": s.ensemble_size,
         "uptime_ms": s.uptime_ms, "version": s.version,
         "disk_free_bytes": s.disk_free_bytes, "disk_low": s.disk_low,
+        "disk_usage": s.disk_usage.as_ref().map(|d| json!({
+            "log_bytes": d.log_bytes, "snapshot_bytes": d.snapshot_bytes,
+            "sled_bytes": d.sled_bytes, "other_bytes": d.other_bytes,
+        })),
         "followers": s.followers.iter().map(|f| json!({
             "id": f.id, "synced": f.synced, "acked_zxid": zxid(f.acked_zxid), "lag": f.lag,
         })).collect::<Vec<_>>(),
