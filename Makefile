@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-admin-http test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
+.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -154,13 +154,26 @@ test-kazoo:
 ## The same operations against Apache ZooKeeper (Debian's `zookeeper` package)
 ## and one zabkeeper server, compared op by op, then a scripted zkCli.sh session
 ## against both (a 3-member ensemble here), then the AdminServer HTTP commands
-## (test-admin-http); skipped, saying why, when the package is not installed
-## (`make zookeeper-package` installs it).
+## (test-admin-http), then the migration (test-zk-import); skipped, saying
+## why, when the package is not installed (`make zookeeper-package` installs it).
 test-side-by-side:
 	$(BUILD_ALL)
 	python3 integration-tests/zk_side_by_side.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/zkcli_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
 	python3 integration-tests/admin_http_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+	@py=$$(.ci/python-env | tail -n 1) && \
+		$$py integration-tests/zk_import.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## Migrates a tree from Apache ZooKeeper with zkctl import; compares every node.
+## A tree built by kazoo on Debian's Apache ZooKeeper (every create mode, ACLs,
+## binary data, a multi, open sessions; a snapshot every 20 transactions),
+## `zkctl import`ed, then served by one zabkeeper member and by ZooKeeper
+## restarted on its data: every node compared field by field, the next
+## sequential name and the zxid checked (kazoo from .ci/python-env).
+test-zk-import:
+	$(BUILD_ALL)
+	@py=$$(.ci/python-env | tail -n 1) && \
+		$$py integration-tests/zk_import.py --binary $(TARGET_DIR)/debug/zabkeeper
 
 ## Checks the AdminServer HTTP commands field by field against Apache ZooKeeper's.
 ## A 3-member zabkeeper ensemble and a 3-member Apache ZooKeeper with its

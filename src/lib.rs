@@ -51,7 +51,7 @@
 //!    the queued request and sends the reply ([`replica::ClientMessage::Reply`]), which
 //!    [`frontend::Outbox`] hands to the connection's writer, encoded with the shape it carried.
 
-pub use zabkeeper_core::{acl, data, error, ids, members, op, replica, session, tree, txn, wire, zab};
+pub use zabkeeper_core::{acl, data, error, ids, members, op, replica, session, tree, txn, wire, zab, zookeeper_files};
 pub use zabkeeper_proto as proto;
 
 pub mod admin;

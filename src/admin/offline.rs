@@ -115,21 +115,39 @@ pub fn read_snapshot_file(file: &Path) -> Result<(Zxid, Vec<Bytes>, usize), Offl
     Ok((state.last_zxid(), chunks, state.node_count()))
 }
 
+/// Fails unless `data_dir` is absent or empty: a data directory is only
+/// ever written fresh, never over a member's data.
+pub fn ensure_empty(data_dir: &Path) -> Result<(), OfflineError> {
+    if data_dir.exists() && std::fs::read_dir(data_dir).map_err(io_err(data_dir))?.next().is_some() {
+        return Err(OfflineError::NotEmpty { path: data_dir.to_path_buf() });
+    }
+    Ok(())
+}
+
 /// Writes a fresh data directory holding the snapshot in `file` and nothing
 /// else, as a member's starting point: on start it joins the ensemble and
 /// the leader brings it up to date (DIFF or SNAP). Returns the snapshot's
 /// zxid and node count.
 pub fn restore(file: &Path, data_dir: &Path) -> Result<(Zxid, usize), OfflineError> {
-    if data_dir.exists() && std::fs::read_dir(data_dir).map_err(io_err(data_dir))?.next().is_some() {
-        return Err(OfflineError::NotEmpty { path: data_dir.to_path_buf() });
-    }
+    ensure_empty(data_dir)?;
     let (zxid, chunks, nodes) = read_snapshot_file(file)?;
+    // The history up to `zxid` was committed in its epoch: the member has
+    // seen that epoch, exactly as if it had synced to it.
+    write_data_dir(data_dir, zxid, chunks, zxid.epoch())?;
+    Ok((zxid, nodes))
+}
+
+/// Writes a fresh data directory (absent or empty, see [`ensure_empty`])
+/// holding the snapshot `chunks` at `zxid` and nothing else, with `epoch`
+/// (at least `zxid`'s) as the member's accepted and current epoch: the one
+/// way both `snapshot restore` and `zkctl import` make a member's data, so
+/// a member elected on it proposes in a later epoch, above every zxid in it.
+pub fn write_data_dir(data_dir: &Path, zxid: Zxid, chunks: Vec<Bytes>, epoch: u32) -> Result<(), OfflineError> {
+    ensure_empty(data_dir)?;
     std::fs::create_dir_all(data_dir).map_err(io_err(data_dir))?;
     let storage_err = |source| OfflineError::Storage { path: data_dir.to_path_buf(), source };
     let storage = SledStorage::open(data_dir).map_err(storage_err)?;
-    // The history up to `zxid` was committed in its epoch: the member has
-    // seen that epoch, exactly as if it had synced to it.
-    let epoch = zxid.epoch();
+    let epoch = epoch.max(zxid.epoch());
     storage
         .apply(&[
             StorageOp::InstallSnapshot { zxid, chunks },
@@ -138,7 +156,7 @@ pub fn restore(file: &Path, data_dir: &Path) -> Result<(Zxid, usize), OfflineErr
         ])
         .and_then(|()| storage.flush())
         .map_err(storage_err)?;
-    Ok((zxid, nodes))
+    Ok(())
 }
 
 #[cfg(test)]

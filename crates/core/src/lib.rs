@@ -18,6 +18,8 @@
 //! - [`replica`]: one replica composed of the above: [`replica::Input`]s in,
 //!   [`replica::Output`]s out; the leader's preparation of writes is [`replica::prep`].
 //! - [`wire`]: ZooKeeper's client protocol (jute), bytes to records and back.
+//! - [`zookeeper_files`]: Apache ZooKeeper's snapshots and transaction logs,
+//!   read and recovered as ZooKeeper would (`zkctl import`).
 //! - [`storage`]: what a replica keeps durable, as a trait, the rules every
 //!   store shares (recovery), and a store in memory with crash semantics
 //!   (the simulation's and tests'; the server's sled store implements the
@@ -36,3 +38,4 @@ pub mod tree;
 pub mod txn;
 pub mod wire;
 pub mod zab;
+pub mod zookeeper_files;

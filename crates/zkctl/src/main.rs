@@ -11,6 +11,7 @@
 mod admin;
 mod commands;
 mod events;
+mod import;
 mod input;
 mod multi;
 mod output;
@@ -126,6 +127,22 @@ enum Command {
     /// status, members, log, snapshots, sessions, watches.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
+    /// Make a member's data directory from an Apache ZooKeeper data directory
+    /// (3.4 to 3.9): the newest snapshot and every logged transaction after
+    /// it, checksums verified, recovered as ZooKeeper would on restart.
+    /// Start one member on it; the others of an ensemble catch up by sync.
+    Import {
+        /// ZooKeeper's dataDir (holding version-2/snapshot.* and, unless
+        /// --zookeeper-log-dir, version-2/log.*). Stop ZooKeeper first.
+        #[arg(long, value_name = "ZKDIR")]
+        zookeeper_data: PathBuf,
+        /// ZooKeeper's dataLogDir, when it is not its dataDir.
+        #[arg(long, value_name = "DIR")]
+        zookeeper_log_dir: Option<PathBuf>,
+        /// The member's data directory to create (must be absent or empty).
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
     /// Create a node and print its path (sequential nodes get a suffix).
     Create {
         /// Ephemeral: deleted when this invocation's session ends.
@@ -375,6 +392,10 @@ async fn run(mut cli: Cli) -> Exit {
         Some(Command::Admin(command)) => {
             return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
         }
+        Some(Command::Import { zookeeper_data, zookeeper_log_dir, data_dir }) => {
+            let result = import::run(&zookeeper_data, zookeeper_log_dir.as_deref(), &data_dir, &out);
+            return result.unwrap_or_else(|e| out.fail(&e));
+        }
         Some(command) => Some(command),
         None => None,
     };
@@ -508,7 +529,9 @@ async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) 
         Command::Elect { path, value, .. } => {
             recipes::elect(client, out, &path, value.unwrap_or_default().as_bytes()).await
         }
-        Command::Admin(_) => Err(ClientError::InvalidArgument("admin commands need no session".into())),
+        Command::Admin(_) | Command::Import { .. } => {
+            Err(ClientError::InvalidArgument("admin and import commands need no session".into()))
+        }
     }
 }
 

@@ -14,7 +14,7 @@ mod state;
 mod table;
 pub mod watch;
 
-use node::SharedAcl;
+pub(crate) use node::SharedAcl;
 pub use node::Znode;
 pub use state::TreeState;
 use table::Table;
