@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-soak-disk soak-disk network-tools openssl-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
+.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-ui test-soak-disk soak-disk network-tools openssl-package chromium-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -184,6 +184,24 @@ test-zk-import:
 test-admin-http:
 	$(BUILD_ALL)
 	python3 integration-tests/admin_http_compare.py --binary $(TARGET_DIR)/debug/zabkeeper
+
+## Drives the web console (/ui/) in headless Chromium against 3 members.
+## Debian's Chromium (installed if missing, as the packages above are) over
+## the DevTools protocol, kazoo from .ci/python-env: each view checked against
+## the admin API, edits with and without the token read back with kazoo, the
+## live changes, a killed member shown as down. Screenshots of each view go
+## to target/ui-screenshots/ (CI keeps them).
+test-ui:
+	@$(MAKE) --no-print-directory chromium-package
+	$(BUILD_ALL)
+	@py=$$(.ci/python-env | tail -n 1) && \
+		$$py integration-tests/console_ui.py --binary $(TARGET_DIR)/debug/zabkeeper \
+		--screenshots $(TARGET_DIR)/ui-screenshots
+
+## Installs Chromium (Debian) for test-ui.
+## Debian's chromium package, which test-ui drives headless.
+chromium-package:
+	@$(MAKE) --no-print-directory debian-packages WHAT=chromium MARKERS=/usr/bin/chromium PACKAGES=chromium
 
 ## Installs openssl (Debian) for test-kazoo.
 ## openssl, which the kazoo smoke test makes its certificates with.

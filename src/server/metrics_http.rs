@@ -1,7 +1,7 @@
 //! The member's HTTP listener: `/metrics` (each scrape reads the levels from
 //! the replica through the [`Handle`] and renders [`crate::metrics::Metrics`]),
 //! and beside it ZooKeeper's AdminServer commands and the health endpoints
-//! ([`super::admin_http`]).
+//! ([`super::admin_http`]) and the web console ([`super::console`]).
 
 use crate::handle::Handle;
 use crate::metrics::Levels;
@@ -31,13 +31,15 @@ async fn levels(handle: &Handle) -> Option<Levels> {
     })
 }
 
-/// Serves `/metrics`, `/commands`, `/livez` and `/readyz` on `listener` until `stop`.
+/// Serves `/metrics`, `/commands`, `/livez`, `/readyz` and the console
+/// (`/ui/`) on `listener` until `stop`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     handle: Handle,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), String> {
     let admin = super::admin_http::routes(handle.clone());
+    let console = super::console::routes(handle.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -50,7 +52,8 @@ pub async fn serve(
                 }
             }),
         )
-        .merge(admin);
+        .merge(admin)
+        .merge(console);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { crate::handle::stopped(&mut stop).await })
         .await

@@ -10,6 +10,7 @@
 //! in order: one storage batch per turn, one flush for many transactions.
 
 pub mod admin_http;
+pub mod console;
 pub mod disk;
 pub mod metrics_http;
 pub mod serve;
