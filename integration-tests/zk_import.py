@@ -10,6 +10,8 @@ restarts on its own data; then every node is compared through both servers
 an imported session resumes on zabkeeper with ZooKeeper's password, a short
 session's ephemeral expires on both, a new sequential create gets the same
 name on both, and zabkeeper's first new zxid is above ZooKeeper's last.
+Then the way back: a snapshot saved from the running member, `zkctl
+export`ed, and a fresh ZooKeeper started on it serves the same tree.
 
 Usage: zk_import.py [--binary target/debug/zabkeeper] [--require-zookeeper]
 Without Debian's zookeeper package (or kazoo) the check says why it is
@@ -182,6 +184,55 @@ def compare(zk_tree, zb_tree, skip):
     return problems
 
 
+def the_way_back(zkctl, classpath, ours, client, work):
+    """zkctl export: a snapshot saved from the running member, exported as
+    ZooKeeper's, and a fresh Apache ZooKeeper started on it must serve every
+    node as the member does. Returns the differences."""
+    from kazoo.client import KazooClient
+    client.create("/back", b"written on zabkeeper, after the import")
+    client.sync("/")
+    saved = os.path.join(work, "saved.snap")
+    admin = f"127.0.0.1:{ours.ports[1]['admin']}"
+    # The newest state as a snapshot, then that snapshot saved to a file.
+    for step in (["take"], ["save", saved]):
+        run = subprocess.run([zkctl, "--admin", admin, "admin", "snapshot", *step],
+                             capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            zk.fail(f"zkctl admin snapshot {step[0]} failed ({run.returncode}): {run.stderr}{run.stdout}")
+    back = zk.ApacheZooKeeper(classpath)
+    version_2 = os.path.join(back.dir, "data", "version-2")
+    os.makedirs(version_2)
+    run = subprocess.run([zkctl, "--json", "export", "--snapshot", saved, "--zookeeper-snapshot", version_2],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        zk.fail(f"zkctl export failed ({run.returncode}): {run.stderr}{run.stdout}")
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    print(f"exported: {report}")
+    theirs = None
+    try:
+        back.start()
+        theirs = KazooClient(hosts=f"127.0.0.1:{back.port}", auth_data=[("digest", ":".join(DIGEST_USER))],
+                             timeout=15)
+        theirs.start(timeout=30)
+        zb_tree, zk_tree = walk(client), walk(theirs)
+        # Ephemerals of sessions still open on zabkeeper live on ZooKeeper until
+        # their timeout: compared like every other node while both have them.
+        problems = compare(zk_tree, zb_tree, skip=["/short"])
+        print(f"way back: compared {len(zb_tree)} nodes on zabkeeper with {len(zk_tree)} on ZooKeeper "
+              f"started from the export")
+        if "/back" not in zk_tree:
+            problems.append("the write made on zabkeeper after the import is not in the export")
+        n1, n2 = theirs.create("/seq/job-", b"", sequence=True), client.create("/seq/job-", b"", sequence=True)
+        if n1 != n2:
+            problems.append(f"after the export, next sequential name differs: ZooKeeper {n1}, zabkeeper {n2}")
+        return [f"way back: {p}" for p in problems]
+    finally:
+        if theirs is not None:
+            theirs.stop()
+        zk.stop_pid(back.proc)
+        shutil.rmtree(back.dir, ignore_errors=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default=zk.default_binary())
@@ -217,7 +268,9 @@ def main():
         raw_id, raw_pw = raw.session_id, raw.passwd
         raw.shutdown()
         short.shutdown()
-        logs = sorted(n for n in os.listdir(os.path.join(zk_data, "version-2")) if n.startswith("log."))
+        # In zxid order (the names are hex: "log.f" comes before "log.de").
+        logs = sorted((n for n in os.listdir(os.path.join(zk_data, "version-2")) if n.startswith("log.")),
+                      key=lambda n: int(n[4:], 16))
         print(f"ZooKeeper stopped: last zxid {last_zk:#x}, newest snapshot {snap:#x}, logs {logs}")
         if not 0 <= snap < last_zk:
             zk.fail(f"the import should need log entries after the snapshot ({snap:#x} vs {last_zk:#x})")
@@ -292,6 +345,7 @@ def main():
         if czxid <= last_zk:
             problems.append(f"zabkeeper's new zxid {czxid:#x} is not above ZooKeeper's last {last_zk:#x}")
         a.stop()
+        problems += the_way_back(zkctl, classpath, ours, b, work)
         b.stop()
     finally:
         for conn in (raw, short):
@@ -307,7 +361,8 @@ def main():
     if problems:
         print(f"zk_import: {len(problems)} difference(s)")
         return 1
-    print("zk_import: every node identical through both servers; sessions, sequence and zxid continue")
+    print("zk_import: every node identical through both servers; sessions, sequence and zxid continue; "
+          "exported back, ZooKeeper serves the same tree")
     return 0
 
 

@@ -3,10 +3,11 @@
 //! log queries with filters and a byte budget ([`log`]), the protobuf form of
 //! transactions and snapshot nodes ([`convert`]), and read-only access to a
 //! stopped member's data directory ([`offline`]), and a member's data
-//! directory made from Apache ZooKeeper's ([`zookeeper_import`]).
+//! directory made from Apache ZooKeeper's ([`zookeeper_import`]) and back ([`zookeeper_export`]).
 
 pub mod convert;
 pub mod log;
 pub mod offline;
 pub mod snapshots;
+pub mod zookeeper_export;
 pub mod zookeeper_import;

@@ -9,6 +9,7 @@ use crate::ids::Zxid;
 use crate::storage::sled_store::SledStorage;
 use crate::storage::{Storage, StorageError};
 use crate::tree::snapshot::{Reader, SnapshotError};
+use crate::tree::TreeState;
 use crate::zab::StorageOp;
 use bytes::Bytes;
 use std::io::Read;
@@ -98,6 +99,16 @@ pub fn open_copy(data_dir: &Path) -> Result<Copy, OfflineError> {
 /// Reads a saved snapshot file and checks it is a whole, consistent tree.
 /// Returns its zxid, its chunks and its node count.
 pub fn read_snapshot_file(file: &Path) -> Result<(Zxid, Vec<Bytes>, usize), OfflineError> {
+    let (state, chunks) = read_snapshot(file)?;
+    Ok((state.last_zxid(), chunks, state.node_count()))
+}
+
+/// The tree a saved snapshot file holds (checked whole and consistent).
+pub fn read_snapshot_state(file: &Path) -> Result<TreeState, OfflineError> {
+    read_snapshot(file).map(|(state, _)| state)
+}
+
+fn read_snapshot(file: &Path) -> Result<(TreeState, Vec<Bytes>), OfflineError> {
     let mut f = std::fs::File::open(file).map_err(io_err(file))?;
     let mut chunks = Vec::new();
     let mut reader = Reader::new();
@@ -112,7 +123,7 @@ pub fn read_snapshot_file(file: &Path) -> Result<(Zxid, Vec<Bytes>, usize), Offl
         chunks.push(Bytes::from(chunk));
     }
     let state = reader.finish().map_err(bad)?;
-    Ok((state.last_zxid(), chunks, state.node_count()))
+    Ok((state, chunks))
 }
 
 /// Fails unless `data_dir` is absent or empty: a data directory is only

@@ -1,8 +1,10 @@
-//! `zkctl import`: a member's data directory from Apache ZooKeeper's.
+//! `zkctl import`: a member's data directory from Apache ZooKeeper's;
+//! `zkctl export`: Apache ZooKeeper's snapshot of ours, the way back.
 
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::Path;
+use zabkeeper::admin::zookeeper_export::{self, Source};
 use zabkeeper::admin::zookeeper_import;
 use zabkeeper_client::ClientError;
 
@@ -55,6 +57,50 @@ pub fn run(zookeeper_data: &Path, log_dir: Option<&Path>, data_dir: &Path, out: 
             "deleted {} ephemerals of sessions already closed, as ZooKeeper does on restart",
             report.stats.dead_ephemerals
         ));
+    }
+    Ok(Exit::Ok)
+}
+
+/// Exports the tree in `snapshot` (a saved file) or `data_dir` (a stopped
+/// member's newest snapshot) as Apache ZooKeeper's snapshot at `to`.
+pub fn export(snapshot: Option<&Path>, data_dir: Option<&Path>, to: &Path, out: &Printer) -> Result<Exit, ClientError> {
+    let source = match (snapshot, data_dir) {
+        (Some(file), _) => Source::SnapshotFile(file),
+        (None, Some(dir)) => Source::DataDir(dir),
+        (None, None) => {
+            return Err(ClientError::InvalidArgument("export: give --snapshot FILE or --data-dir DIR".into()))
+        }
+    };
+    let report =
+        zookeeper_export::export(source, to).map_err(|e| ClientError::InvalidArgument(format!("export: {e}")))?;
+    let zxid = format!("{:#x}", report.zxid.0);
+    let later = report.later_entries.map(|(first, last)| (format!("{:#x}", first.0), format!("{:#x}", last.0)));
+    if out.json {
+        out.doc(json!({
+            "file": report.file,
+            "zxid": zxid,
+            "nodes": report.nodes,
+            "sessions": report.sessions,
+            "later_entries": later.map(|(first, last)| json!({ "first": first, "last": last })),
+        }));
+        return Ok(Exit::Ok);
+    }
+    out.line(&format!(
+        "wrote {} nodes and {} open sessions at zxid {zxid} to {}: ZooKeeper starts from it as \
+         <dataDir>/version-2/snapshot.{:x}",
+        report.nodes,
+        report.sessions,
+        report.file.display(),
+        report.zxid.0
+    ));
+    if let Some((first, last)) = later {
+        out.line(&format!(
+            "not included: transactions {first} to {last} logged after that snapshot (take a snapshot on a running \
+             member first: zkctl admin snapshot take)"
+        ));
+    }
+    if report.sessions > 0 {
+        out.line("sessions go back with their timeouts, not their passwords: clients open new sessions on ZooKeeper");
     }
     Ok(Exit::Ok)
 }

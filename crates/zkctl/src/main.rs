@@ -143,6 +143,22 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
     },
+    /// Write an Apache ZooKeeper snapshot of a tree (the way back from a
+    /// migration): from a snapshot saved from a running member (`admin
+    /// snapshot save`), or from a stopped member's newest snapshot. ZooKeeper
+    /// 3.4 to 3.9 start from it as `<dataDir>/version-2/snapshot.<zxid>`.
+    Export {
+        /// A snapshot file saved with `zkctl admin snapshot save`.
+        #[arg(long, value_name = "FILE", conflicts_with = "data_dir", required_unless_present = "data_dir")]
+        snapshot: Option<PathBuf>,
+        /// A stopped member's data directory (its newest snapshot).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// The file to write, or a directory (ZooKeeper's `version-2`) to
+        /// write `snapshot.<zxid>` in.
+        #[arg(long, value_name = "FILE")]
+        zookeeper_snapshot: PathBuf,
+    },
     /// Create a node and print its path (sequential nodes get a suffix).
     Create {
         /// Ephemeral: deleted when this invocation's session ends.
@@ -396,6 +412,10 @@ async fn run(mut cli: Cli) -> Exit {
             let result = import::run(&zookeeper_data, zookeeper_log_dir.as_deref(), &data_dir, &out);
             return result.unwrap_or_else(|e| out.fail(&e));
         }
+        Some(Command::Export { snapshot, data_dir, zookeeper_snapshot }) => {
+            let result = import::export(snapshot.as_deref(), data_dir.as_deref(), &zookeeper_snapshot, &out);
+            return result.unwrap_or_else(|e| out.fail(&e));
+        }
         Some(command) => Some(command),
         None => None,
     };
@@ -529,8 +549,8 @@ async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) 
         Command::Elect { path, value, .. } => {
             recipes::elect(client, out, &path, value.unwrap_or_default().as_bytes()).await
         }
-        Command::Admin(_) | Command::Import { .. } => {
-            Err(ClientError::InvalidArgument("admin and import commands need no session".into()))
+        Command::Admin(_) | Command::Import { .. } | Command::Export { .. } => {
+            Err(ClientError::InvalidArgument("admin, import and export commands need no session".into()))
         }
     }
 }

@@ -14,6 +14,7 @@
 //!
 //! [`TreeState`]: crate::tree::TreeState
 
+pub mod export;
 pub mod recover;
 pub mod snapshot;
 pub mod txnlog;

@@ -201,11 +201,10 @@ fn check_seal(file: &str, bytes: &[u8], r: &mut Reader<'_>) -> Result<(), ZkFile
     Ok(())
 }
 
-/// Encodes a snapshot in ZooKeeper's format (for tests and fixtures):
+/// Encodes a snapshot in ZooKeeper's format (`zkctl export`, and tests):
 /// header, sessions, ACLs, nodes, the seal, then the digest and the last
 /// processed zxid when given, each sealed.
-#[cfg(test)]
-pub(crate) fn encode(snapshot: &Snapshot) -> Vec<u8> {
+pub fn encode(snapshot: &Snapshot) -> Vec<u8> {
     use crate::wire::jute::{Jute, Writer};
     let mut w = Writer::new();
     w.int(SNAP_MAGIC as i32);
@@ -256,7 +255,7 @@ pub(crate) fn encode(snapshot: &Snapshot) -> Vec<u8> {
     out
 }
 
-#[cfg(test)]
+/// Appends ZooKeeper's seal: the Adler32 of everything before it, and `"/"`.
 fn seal(out: &mut Vec<u8>) {
     let sum = adler32(out);
     out.extend_from_slice(&sum.to_be_bytes());
