@@ -218,8 +218,11 @@ def command(port, name):
         return json.load(r)
 
 
-def request(port, method, path, body=None, token=None):
+def request(port, method, path, body=None, token=None, page=True):
+    """(status, JSON) of one API call; `page`: with the header the console's page sends."""
     headers = {"Content-Type": "application/json"}
+    if page:
+        headers["X-Zabkeeper-Console"] = "1"
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = None if body is None else json.dumps(body).encode()
@@ -292,6 +295,8 @@ def run(ensemble, browser):
         status, _ = request(http, "PUT", "/ui/api/node", {"path": "/app/config", "data": "x", "version": 0},
                             token="wrong")
         check(status == 401, "and with a wrong token")
+        status, _ = request(http, "POST", "/ui/api/node", {"path": "/app/x", "data": "x"}, token=TOKEN, page=False)
+        check(status == 403, f"a write not sent by the page (no console header) is refused, token or not ({status})")
 
         print("edits with the token")
         browser.fill("#token", TOKEN)
@@ -342,10 +347,13 @@ def run(ensemble, browser):
         browser.wait("document.querySelector('#entry pre pre, #entry td pre') && "
                      "document.querySelector('#entry td pre').textContent.includes('\"replicas\": 7')", "its data")
         check(True, "with the token, the opened transaction shows its data")
-        _, hidden = request(http, "GET", f"/ui/api/log/{zxid}")
+        hidden, _ = request(http, "GET", f"/ui/api/log/{zxid}")
         _, shown = request(http, "GET", f"/ui/api/log/{zxid}", token=TOKEN)
-        check(hidden["ops"][0]["data_hex"] is None and shown["ops"][0]["data_hex"] == b'{"replicas": 7}'.hex(),
-              "without the token the log withholds the data (it bypasses the nodes' ACLs)")
+        check(hidden == 401 and shown["ops"][0]["data_hex"] == b'{"replicas": 7}'.hex(),
+              "without the token the log is refused (it names every write and bypasses the nodes' ACLs)")
+        for path in ("/ui/api/sessions", "/ui/api/connections", "/ui/api/log?last=5", "/ui/api/changes"):
+            status, _ = request(http, "GET", path)
+            check(status == 401, f"{path} needs the token ({status})")
         browser.wait("document.querySelectorAll('#log tr').length > 0", "the log page read")
         browser.screenshot("changes")
 

@@ -93,6 +93,9 @@ pub struct ServerStatsView {
     pub uptime_ms: u64,
 }
 
+/// What ZooKeeper answers while it does not serve (the words' text adds a newline).
+pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+
 /// Everything the four-letter words and AdminServer commands report, read
 /// from the replica in one pass.
 #[derive(Clone, Debug)]
@@ -122,13 +125,14 @@ impl Facts {
         let report = handle.status_report().await?;
         let details = handle.details().await.unwrap_or_default();
         let configuration = crate::reconfig::configuration(handle).await.ok();
+        // One lookup per connection: a member may hold tens of thousands of both.
+        let timeouts: std::collections::HashMap<SessionId, i32> = details.sessions.iter().copied().collect();
         let connections = details
             .connections
             .iter()
             .map(|c| {
                 let figures = handle.conns.get(c.conn);
-                let timeout_ms =
-                    c.session.and_then(|s| details.sessions.iter().find(|(id, _)| *id == s)).map_or(0, |(_, t)| *t);
+                let timeout_ms = c.session.and_then(|s| timeouts.get(&s).copied()).unwrap_or(0);
                 Connection {
                     remote: figures.as_ref().and_then(|f| f.peer).map_or_else(|| "unknown".into(), |p| p.to_string()),
                     queued: c.queued,

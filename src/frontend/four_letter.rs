@@ -3,15 +3,12 @@
 //! configured whitelist gets ZooKeeper's refusal text. The figures come from
 //! [`Facts`], which the AdminServer's JSON commands render too.
 
-use super::facts::{self, Facts};
+use super::facts::{self, Facts, NOT_SERVING};
 use crate::handle::Handle;
 use crate::wire::four_letter::FourLetterWord;
 use std::fmt::Write;
 
 pub use super::facts::VERSION;
-
-/// What ZooKeeper answers while it does not serve.
-const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests\n";
 
 /// The text answer to `word`.
 pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
@@ -26,7 +23,7 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
         // Only mntr shows the disk: the others skip the walk of the data directory.
         Some(facts) if word == FourLetterWord::Mntr => render(word, &facts.with_disk().await),
         Some(facts) => render(word, &facts),
-        None => NOT_SERVING.into(),
+        None => format!("{NOT_SERVING}\n"),
     }
 }
 
@@ -105,7 +102,7 @@ fn serving_or(facts: &Facts, f: impl FnOnce() -> String) -> String {
     if facts.serving() {
         f()
     } else {
-        NOT_SERVING.into()
+        format!("{NOT_SERVING}\n")
     }
 }
 
@@ -213,7 +210,7 @@ mod tests {
     fn a_member_not_serving_says_so() {
         let mut f = leader();
         f.report.status.serving = false;
-        assert_eq!(render(FourLetterWord::Srvr, &f), NOT_SERVING);
+        assert_eq!(render(FourLetterWord::Srvr, &f), format!("{NOT_SERVING}\n"));
         assert!(render(FourLetterWord::Mntr, &f).contains("zk_server_state\tlooking\n"));
     }
 }

@@ -98,8 +98,7 @@ pub fn find(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.names.contains(&name))
 }
 
-/// What ZooKeeper answers while it does not serve.
-pub const NOT_SERVING: &str = "This ZooKeeper instance is not currently serving requests";
+pub use crate::frontend::facts::NOT_SERVING;
 
 /// Figures read from storage for a few commands, gathered by the caller.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -41,13 +41,17 @@ pub enum AuthError {
     /// No token is configured and the listener is not on loopback.
     #[error("Not authorized: set admin_token to use this command on a listener that is not loopback")]
     NoTokenRemote,
+    /// No token is configured and the request names a host that is not
+    /// loopback: a page elsewhere reaching the listener by DNS rebinding.
+    #[error("Not authorized: without admin_token only requests to a loopback host name are served")]
+    ForeignHost,
 }
 
 impl AuthError {
     fn status(&self) -> StatusCode {
         match self {
             AuthError::Missing | AuthError::Wrong => StatusCode::UNAUTHORIZED,
-            AuthError::NoTokenRemote => StatusCode::FORBIDDEN,
+            AuthError::NoTokenRemote | AuthError::ForeignHost => StatusCode::FORBIDDEN,
         }
     }
 }
@@ -71,6 +75,30 @@ pub fn authorize(config: &ServerConfig, authorization: Option<&str>) -> Result<(
     } else {
         Err(AuthError::Wrong)
     }
+}
+
+/// Checks a request's headers for what the data-revealing and writing
+/// routes need: the token when one is configured ([`authorize`]); without
+/// one, a loopback listener and a `Host` that names loopback, so a web page
+/// that rebinds its own name to 127.0.0.1 cannot read or write through the
+/// operator's browser.
+pub fn authorize_request(config: &ServerConfig, headers: &HeaderMap) -> Result<(), AuthError> {
+    if config.admin_token.is_none() {
+        let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !is_loopback_host(host) {
+            return Err(AuthError::ForeignHost);
+        }
+    }
+    authorize(config, authorization(headers))
+}
+
+/// Whether a `Host` header names loopback: `localhost`, 127.0.0.0/8 or `[::1]`, with any port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether a member is ready for clients: a member of a quorum (leading or
@@ -120,7 +148,8 @@ async fn list(headers: HeaderMap) -> Response {
     json_response(StatusCode::OK, &commands::listing(COMMAND_URL))
 }
 
-fn authorization(headers: &HeaderMap) -> Option<&str> {
+/// The `Authorization` header's text, if any.
+pub(crate) fn authorization(headers: &HeaderMap) -> Option<&str> {
     headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
 }
 
@@ -145,7 +174,7 @@ async fn run_get(
         );
     }
     if command.needs_token {
-        if let Err(e) = authorize(&handle.config, authorization(&headers)) {
+        if let Err(e) = authorize_request(&handle.config, &headers) {
             return refused(command, &e);
         }
     }
@@ -178,7 +207,7 @@ async fn run_post(
             &commands::response(command.primary(), Some(&why), Map::new()),
         );
     }
-    if let Err(e) = authorize(&handle.config, authorization(&headers)) {
+    if let Err(e) = authorize_request(&handle.config, &headers) {
         return refused(command, &e);
     }
     // Replacing a running member's tree would bypass Zab; a member is
@@ -323,6 +352,22 @@ mod tests {
     fn without_a_token_only_a_loopback_listener_serves_snapshots() {
         assert_eq!(authorize(&config("", "127.0.0.1:9181"), None), Ok(()));
         assert_eq!(authorize(&config("", "10.0.0.1:9181"), None), Err(AuthError::NoTokenRemote));
+        let with_host = |host: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::HOST, HeaderValue::from_str(host).expect("a header value"));
+            h
+        };
+        let open = config("", "127.0.0.1:9181");
+        for host in ["127.0.0.1:9181", "localhost:9181", "LOCALHOST", "127.0.0.2:1", "[::1]:9181"] {
+            assert_eq!(authorize_request(&open, &with_host(host)), Ok(()), "{host}");
+        }
+        for host in ["evil.example:9181", "10.0.0.1:9181", "127.0.0.1.evil.example", ""] {
+            assert_eq!(authorize_request(&open, &with_host(host)), Err(AuthError::ForeignHost), "{host}");
+        }
+        let guarded = config("admin_token = \"s3cret\"", "127.0.0.1:9181");
+        let mut h = with_host("evil.example");
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer s3cret"));
+        assert_eq!(authorize_request(&guarded, &h), Ok(()), "with a token the token decides");
         assert_eq!(AuthError::NoTokenRemote.status(), StatusCode::FORBIDDEN);
         assert_eq!(AuthError::Missing.status(), StatusCode::UNAUTHORIZED);
     }

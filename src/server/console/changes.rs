@@ -94,7 +94,10 @@ fn filters(params: &HashMap<String, String>) -> (String, String) {
 
 /// `GET /ui/api/changes?prefix=&type=&from=`: committed transactions as
 /// they are applied, one server-sent event (`entry`, JSON) each.
-pub async fn stream(State(console): State<Shared>, uri: Uri) -> Result<Response, ApiError> {
+pub async fn stream(State(console): State<Shared>, uri: Uri, headers: HeaderMap) -> Result<Response, ApiError> {
+    // The log names every write's path, session and ACL ids: the token, as
+    // the admin API's Follow asks for it.
+    console.authorized(&headers)?;
     let params = query_params(uri.query());
     let (path_prefix, kind) = filters(&params);
     let from_zxid = params.get("from").map(|z| parse_u64("from", z)).transpose()?.unwrap_or(0);
@@ -115,7 +118,8 @@ pub async fn stream(State(console): State<Shared>, uri: Uri) -> Result<Response,
 /// `GET /ui/api/log?from=&to=&last=&prefix=&type=&limit=`: a page of the
 /// log (the start of each op's data with the token).
 pub async fn log(State(console): State<Shared>, uri: Uri, headers: HeaderMap) -> ApiResult {
-    let reveal = if console.authorized(&headers).is_ok() { Reveal::Start } else { Reveal::Nothing };
+    console.authorized(&headers)?;
+    let reveal = Reveal::Start;
     let params = query_params(uri.query());
     let (path_prefix, kind) = filters(&params);
     let zxid = |name: &str| params.get(name).filter(|v| !v.is_empty()).map(|z| parse_u64(name, z)).transpose();
@@ -155,7 +159,8 @@ pub async fn log(State(console): State<Shared>, uri: Uri, headers: HeaderMap) ->
 
 /// `GET /ui/api/log/<zxid>`: one entry with all its ops (their data with the token).
 pub async fn entry(State(console): State<Shared>, Path(zxid): Path<String>, headers: HeaderMap) -> ApiResult {
-    let reveal = if console.authorized(&headers).is_ok() { Reveal::All } else { Reveal::Nothing };
+    console.authorized(&headers)?;
+    let reveal = Reveal::All;
     let zxid = parse_u64("zxid", &zxid)?;
     let service = AdminService::new(console.handle.clone());
     let e = service.get_entry(Request::new(pb::GetEntryRequest { zxid })).await.map_err(|s| from_status(&s))?;

@@ -10,6 +10,7 @@ use crate::frontend::facts::{Facts, VERSION};
 use crate::ids::ServerId;
 use crate::zab::Role;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,11 +43,14 @@ pub enum PeerError {
 pub type Answer<E> = (ServerId, &'static str, Option<HostPort>, Result<Value, E>);
 
 /// GETs `path` from `addr` (HTTP/1.1, one request per connection) as JSON.
-pub async fn get_json(addr: &HostPort, path: &str) -> Result<Value, PeerError> {
+pub async fn get_json(addr: &HostPort, path: &str, authorization: Option<&str>) -> Result<Value, PeerError> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect((addr.host(), addr.port())).await?;
-        let request =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n\r\n");
+        // The caller's token, passed on: the peer checks it as it would the caller's.
+        let auth = authorization.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Accept: application/json\r\nConnection: close\r\n\r\n"
+        );
         stream.write_all(request.as_bytes()).await?;
         let mut answer = Vec::new();
         stream.take(PEER_MAX_BYTES).read_to_end(&mut answer).await?;
@@ -138,8 +142,9 @@ async fn members(console: &Shared) -> Vec<(ServerId, &'static str, Option<HostPo
     }
 }
 
-/// Asks every member for `path` (this one through `local`), at once.
-async fn ask_all<F>(console: &Shared, path: &str, local: F) -> Vec<Answer<PeerError>>
+/// Asks every member for `path` (this one through `local`), at once, with
+/// the caller's `Authorization` header.
+async fn ask_all<F>(console: &Shared, path: &str, authorization: Option<&str>, local: F) -> Vec<Answer<PeerError>>
 where
     F: std::future::Future<Output = Value>,
 {
@@ -151,7 +156,7 @@ where
         async move {
             let answer = match (own, &addr) {
                 (Some(local), _) => Ok(local.await),
-                (None, Some(a)) => get_json(a, path).await,
+                (None, Some(a)) => get_json(a, path, authorization).await,
                 (None, None) => Err(PeerError::NoAddress),
             };
             (id, participation, addr, answer)
@@ -208,7 +213,7 @@ pub fn ensemble_view(me: ServerId, answers: Vec<Answer<String>>) -> Value {
 
 /// `GET /ui/api/ensemble`: every member, asked now.
 pub async fn ensemble(State(console): State<Shared>) -> ApiResult {
-    let answers = ask_all(&console, "/ui/api/member", summary(&console)).await;
+    let answers = ask_all(&console, "/ui/api/member", None, summary(&console)).await;
     let answers = answers.into_iter().map(|(id, p, a, r)| (id, p, a, r.map_err(|e| e.to_string()))).collect();
     ok(&ensemble_view(console.handle.config.id, answers))
 }
@@ -218,18 +223,19 @@ async fn local_connections(console: &Shared) -> Value {
     let Some(facts) = Facts::gather(&console.handle).await else { return json!({"connections": []}) };
     let now = crate::clock::now_ms();
     let own = console.own_sessions().await;
+    let watches_of: std::collections::HashMap<_, _> = facts.details.watches.iter().map(|(s, p)| (*s, p)).collect();
     let connections: Vec<Value> = facts
         .connections
         .iter()
         .map(|c| {
-            let watches = c.session.and_then(|s| facts.details.watches.iter().find(|(w, _)| *w == s));
+            let watches = c.session.and_then(|s| watches_of.get(&s));
             let console = c.session.is_some_and(|s| own.contains(&s));
             json!({
                 "session": c.session.map(|s| hex(s.0 as u64)),
                 "remote": if console { "this console (in process)" } else { c.remote.as_str() },
                 "queued": c.queued,
                 "last_heard_ms_ago": (now - c.last_heard_ms).max(0),
-                "watches": watches.map_or(&[][..], |(_, p)| p.as_slice()),
+                "watches": watches.map_or(&[][..], |p| p.as_slice()),
                 "console": console,
             })
         })
@@ -237,16 +243,20 @@ async fn local_connections(console: &Shared) -> Value {
     json!({"connections": connections})
 }
 
-/// `GET /ui/api/connections`: this member's client connections.
-pub async fn connections(State(console): State<Shared>) -> ApiResult {
+/// `GET /ui/api/connections`: this member's client connections (with the
+/// token: they name every session and client address, as `cons` does).
+pub async fn connections(State(console): State<Shared>, headers: HeaderMap) -> ApiResult {
+    console.authorized(&headers)?;
     ok(&local_connections(&console).await)
 }
 
 /// `GET /ui/api/sessions`: every live session (the tree's), with the member
 /// and address it is connected from, its ephemerals and its watches.
-pub async fn sessions(State(console): State<Shared>) -> ApiResult {
+pub async fn sessions(State(console): State<Shared>, headers: HeaderMap) -> ApiResult {
+    console.authorized(&headers)?;
     let details = console.handle.details().await.unwrap_or_default();
-    let answers = ask_all(&console, "/ui/api/connections", local_connections(&console)).await;
+    let authorization = super::super::admin_http::authorization(&headers);
+    let answers = ask_all(&console, "/ui/api/connections", authorization, local_connections(&console)).await;
     let mut connected: BTreeMap<String, Value> = BTreeMap::new();
     let mut down = Vec::new();
     for (id, _, _, answer) in answers {
@@ -262,12 +272,13 @@ pub async fn sessions(State(console): State<Shared>) -> ApiResult {
             }
         }
     }
+    let ephemerals_of: std::collections::HashMap<_, _> = details.ephemerals.iter().map(|(s, p)| (*s, p)).collect();
     let sessions: Vec<Value> = details
         .sessions
         .iter()
         .map(|(id, timeout_ms)| {
             let key = hex(id.0 as u64);
-            let ephemerals = details.ephemerals.iter().find(|(s, _)| s == id).map_or(&[][..], |(_, p)| p.as_slice());
+            let ephemerals = ephemerals_of.get(id).map_or(&[][..], |p| p.as_slice());
             let conn = connected.get(&key);
             json!({
                 "id": key,

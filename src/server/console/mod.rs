@@ -14,7 +14,7 @@ pub mod ensemble;
 pub mod session;
 pub mod tree;
 
-use super::admin_http::{authorize, AuthError};
+use super::admin_http::{authorize_request, AuthError};
 use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::handle::Handle;
@@ -57,7 +57,7 @@ impl Console {
 
     /// Whether `headers` carry the admin token (or none is needed here).
     pub fn authorized(&self, headers: &HeaderMap) -> Result<(), ApiError> {
-        authorize(&self.handle.config, authorization(headers)).map_err(ApiError::Auth)
+        authorize_request(&self.handle.config, headers).map_err(ApiError::Auth)
     }
 
     /// The session a request with `headers` reads through.
@@ -75,10 +75,6 @@ impl Console {
     }
 }
 
-fn authorization(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
-}
-
 /// Why a console API request failed; the JSON names ZooKeeper's error.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -91,6 +87,9 @@ pub enum ApiError {
     /// The replica answered with an error, or could not answer.
     #[error(transparent)]
     Call(#[from] CallError),
+    /// Refused before any check of the token (a write not from the page).
+    #[error("{0}")]
+    Forbidden(String),
     /// Nothing there (a log entry or snapshot).
     #[error("{0}")]
     NotFound(String),
@@ -104,7 +103,9 @@ impl ApiError {
     fn status_and_name(&self) -> (StatusCode, &'static str) {
         match self {
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, ErrorCode::BadArguments.name()),
-            ApiError::Auth(AuthError::NoTokenRemote) => (StatusCode::FORBIDDEN, ErrorCode::NoAuth.name()),
+            ApiError::Auth(AuthError::NoTokenRemote | AuthError::ForeignHost) | ApiError::Forbidden(_) => {
+                (StatusCode::FORBIDDEN, ErrorCode::NoAuth.name())
+            }
             ApiError::Auth(_) => (StatusCode::UNAUTHORIZED, ErrorCode::NoAuth.name()),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "NotFound"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::SystemError.name()),
@@ -243,6 +244,7 @@ pub fn routes(handle: Handle) -> axum::Router {
         .route("/ui/api/snapshots", get(changes::snapshots).post(changes::take_snapshot))
         .route("/ui/api/snapshots/{zxid}", get(changes::download))
         .route("/ui/api/{*rest}", get(unknown_api))
+        .layer(axum::middleware::from_fn(only_the_page_writes))
         .with_state(console);
     axum::Router::new()
         .route("/ui", get(|| async { axum::response::Redirect::permanent("/ui/") }))
@@ -259,6 +261,22 @@ async fn page() -> Response {
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "no-cache")], body).into_response()
+}
+
+/// The header the console's page sends with every request that changes
+/// something. A form or a cross-origin `fetch` from another site cannot send
+/// it without the browser asking this server first (a CORS preflight, which
+/// it never grants), so without a token a page elsewhere cannot write
+/// through the operator's browser.
+pub const PAGE_HEADER: &str = "x-zabkeeper-console";
+
+async fn only_the_page_writes(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let reads = matches!(*request.method(), axum::http::Method::GET | axum::http::Method::HEAD);
+    if !reads && !request.headers().contains_key(PAGE_HEADER) {
+        return ApiError::Forbidden(format!("a request that changes something needs the {PAGE_HEADER} header"))
+            .into_response();
+    }
+    next.run(request).await
 }
 
 async fn unknown_api(axum::extract::Path(rest): axum::extract::Path<String>) -> Response {
@@ -347,10 +365,13 @@ mod tests {
         assert_eq!(status, StatusCode::BAD_REQUEST, "the console's own session would own it");
         let (status, json) = error_of(tree::node(State(c.clone()), ask("/x?path=/a"), HeaderMap::new()).await).await;
         assert_eq!((status, json["error"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("ConnectionLoss")));
+        let token = with_token("Bearer s3cret");
         let (status, _) = error_of(changes::log(State(c.clone()), ask("/x?from=zz"), HeaderMap::new()).await).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "the log needs the token");
+        let (status, _) = error_of(changes::log(State(c.clone()), ask("/x?from=zz"), token.clone()).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
         let zxid = axum::extract::Path("0xzz".to_string());
-        let (status, _) = error_of(changes::entry(State(c), zxid, HeaderMap::new()).await).await;
+        let (status, _) = error_of(changes::entry(State(c), zxid, token).await).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
     }
 

@@ -179,7 +179,11 @@ impl Recovery {
                 // snapshot holds it) still moves the parent's counters.
                 if exists && *create_op == op::CREATE {
                     if let Some(parent) = parent_of(path).and_then(|p| self.nodes.get_mut(p)) {
-                        let cversion = if *parent_cversion == -1 { parent.stat.cversion + 1 } else { *parent_cversion };
+                        let cversion = if *parent_cversion == -1 {
+                            parent.stat.cversion.wrapping_add(1)
+                        } else {
+                            *parent_cversion
+                        };
                         if cversion > parent.stat.cversion {
                             parent.stat.cversion = cversion;
                             parent.stat.pzxid = h.zxid;
@@ -231,7 +235,7 @@ impl Recovery {
             return true;
         }
         if let Some(parent) = self.nodes.get_mut(parent_path) {
-            let cversion = if parent_cversion == -1 { parent.stat.cversion + 1 } else { parent_cversion };
+            let cversion = if parent_cversion == -1 { parent.stat.cversion.wrapping_add(1) } else { parent_cversion };
             if cversion > parent.stat.cversion {
                 parent.stat.cversion = cversion;
                 parent.stat.pzxid = h.zxid;

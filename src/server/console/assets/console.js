@@ -34,7 +34,8 @@ class ApiError extends Error {
 }
 
 async function api(method, url, body) {
-  const headers = { "Accept": "application/json" };
+  // The page's own header: the server takes writes only with it (no other site's page can send it).
+  const headers = { "Accept": "application/json", "X-Zabkeeper-Console": "1" };
   if (token()) headers["Authorization"] = "Bearer " + token();
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const r = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -395,23 +396,53 @@ function changes() {
           el("td", { text: o.version }), el("td", {}, el("pre", { text: o.data_hex === null ? `(${o.data_length} bytes, shown with the admin token)` : renderData(o.data_hex, "auto").text }))))));
     } catch (err) { notice(err.message); }
   };
+  // The stream is read with fetch, not EventSource, which cannot send the token.
   let source = null;
-  const connect = () => {
-    if (source) source.close();
+  const connect = async () => {
+    if (source) source.abort();
+    const aborter = new AbortController();
+    source = aborter;
     live.replaceChildren();
     const q = new URLSearchParams();
     if (prefix.value) q.set("prefix", prefix.value);
     if (type.value) q.set("type", type.value);
-    source = new EventSource("/ui/api/changes?" + q);
-    source.onopen = () => { state.textContent = "live"; state.className = "badge up"; };
-    source.onerror = () => { state.textContent = "reconnecting"; state.className = "badge warn"; };
-    source.addEventListener("entry", m => {
-      live.prepend(entryRow(JSON.parse(m.data), open));
-      while (live.children.length > 200) live.lastChild.remove();
-    });
-    source.addEventListener("failed", m => notice(JSON.parse(m.data).message));
+    const headers = { "Accept": "text/event-stream" };
+    if (token()) headers["Authorization"] = "Bearer " + token();
+    try {
+      const r = await fetch("/ui/api/changes?" + q, { headers, signal: aborter.signal });
+      if (!r.ok) {
+        const body = await r.json().catch(() => ({}));
+        state.textContent = r.status === 401 ? "needs the admin token" : "stopped"; state.className = "badge warn";
+        if (r.status !== 401) notice(`${body.error || r.status}: ${body.message || ""}`);
+        return;
+      }
+      state.textContent = "live"; state.className = "badge up";
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value;
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, cut);
+          buffer = buffer.slice(cut + 2);
+          const event = (block.match(/^event: ?(.*)$/m) || [])[1];
+          const data = block.split("\n").filter(l => l.startsWith("data:")).map(l => l.slice(5).replace(/^ /, "")).join("\n");
+          if (event === "entry") {
+            live.prepend(entryRow(JSON.parse(data), open));
+            while (live.children.length > 200) live.lastChild.remove();
+          } else if (event === "failed") {
+            notice(JSON.parse(data).message);
+          }
+        }
+      }
+      state.textContent = "ended"; state.className = "badge warn";
+    } catch (err) {
+      if (!aborter.signal.aborted) { state.textContent = "disconnected"; state.className = "badge warn"; }
+    }
   };
-  cleanups.push(() => source && source.close());
+  cleanups.push(() => source && source.abort());
   const readLog = async () => {
     const q = new URLSearchParams({ limit: "100" });
     if (from.value) q.set("from", from.value); else q.set("last", "50");
