@@ -7,11 +7,13 @@ an admin token.
 It loads each view and checks the DOM against the admin API (`/commands`):
 the leader and every member's znode count; is refused an edit without the
 token (by the server: 401, and the page says so); with the token creates and
-edits a node through the page and reads both back with kazoo; sees a change
+edits a node and sets its ACL through the page and reads them back with kazoo;
+is refused a write without the page's header, and the log, stream and
+sessions without the token; sees a change
 made by another client appear in the live changes view and opens it; finds
 kazoo's session in the sessions view; takes a snapshot; kills a member by
 PID and sees it shown as down. A screenshot of each view is saved under
-target/ui-screenshots/ (CI keeps them).
+target/ui-screenshots/.
 
 Usage: console_ui.py [--binary target/debug/zabkeeper] [--chromium chromium]
                      [--screenshots target/ui-screenshots]
@@ -323,6 +325,12 @@ def run(ensemble, browser):
         browser.click("#set-data-btn")
         browser.wait("document.getElementById('notice').textContent.includes('BadVersion')", "a wrong version refused")
         check(True, "a set with the wrong expected version is refused with BadVersion")
+        browser.fill("#acl-text", "world:anyone:r\nip:127.0.0.1:cdrwa")
+        browser.click("#acl-btn")
+        browser.wait("document.getElementById('notice').textContent.startsWith('ACL of')", "the ACL set")
+        acls, acl_stat = kz.get_acls("/app/config/feature-flags")
+        check(sorted((a.id.scheme, a.id.id, a.perms) for a in acls) == [("ip", "127.0.0.1", 31), ("world", "anyone", 1)]
+              and acl_stat.aversion == 1, f"kazoo reads the ACL set through the console: {acls}")
         browser.js("window.confirm = () => true")
         browser.click("#delete-btn")
         browser.wait("location.pathname === '/ui/tree/app/config'", "back at the parent after the delete")
