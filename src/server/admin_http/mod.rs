@@ -245,46 +245,32 @@ async fn extras(handle: &Handle, command: &Command) -> Extras {
 /// `zkctl admin snapshot save` writes and `restore` reads), with ZooKeeper's
 /// `last_zxid` and `snapshot_size` headers.
 async fn snapshot(handle: &Handle, stream: bool) -> Response {
+    use crate::proto::admin::{self as pb, admin_server::Admin};
+    use futures::StreamExt;
     let failed = |why: String| {
         json_response(StatusCode::INTERNAL_SERVER_ERROR, &commands::response("snapshot", Some(&why), Map::new()))
     };
-    let (tx, rx) = oneshot::channel();
-    if handle.events.send(Event::Query(Query::TakeSnapshot(tx))).await.is_err() {
-        return failed(commands::NOT_SERVING.into());
-    }
-    let zxid = match rx.await {
-        Ok(Ok(zxid)) => zxid,
-        Ok(Err(e)) => return failed(format!("snapshot failed: {e}")),
-        Err(_) => return failed(commands::NOT_SERVING.into()),
+    let why = |s: tonic::Status| match s.code() {
+        tonic::Code::Unavailable => commands::NOT_SERVING.to_string(),
+        _ => s.message().to_string(),
     };
-    let storage = handle.storage.clone();
-    let found = tokio::task::spawn_blocking(move || storage.snapshots()).await;
-    let meta = match found {
-        Ok(Ok(all)) => all.into_iter().find(|s| s.zxid == zxid),
-        Ok(Err(e)) => return failed(format!("storage: {e}")),
-        Err(e) => return failed(e.to_string()),
+    // The admin API's own calls, as `zkctl admin snapshot take` and `save` make them.
+    let service = crate::rpc::admin::AdminService::new(handle.clone());
+    let taken = match service.take_snapshot(tonic::Request::new(pb::TakeSnapshotRequest {})).await {
+        Ok(reply) => reply.into_inner(),
+        Err(s) => return failed(why(s)),
     };
-    let Some(meta) = meta else { return failed(format!("snapshot 0x{:x} was purged before it was read", zxid.0)) };
-    let headers = [("last_zxid", format!("0x{:x}", zxid.0)), ("snapshot_size", meta.bytes.to_string())];
+    let headers = [("last_zxid", format!("0x{:x}", taken.zxid)), ("snapshot_size", taken.size_bytes.to_string())];
     let mut response = if stream {
-        let (chunks_tx, chunks_rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
-        let storage = handle.storage.clone();
-        // Chunks are read on a blocking thread and wait for the client (a bounded channel).
-        tokio::task::spawn_blocking(move || {
-            for index in 0..meta.chunks {
-                let item = match storage.snapshot_chunk(meta.zxid, index) {
-                    Ok(Some(data)) => Ok(data),
-                    Ok(None) => Err(std::io::Error::other("the snapshot was purged while it was being sent")),
-                    Err(e) => Err(std::io::Error::other(e.to_string())),
-                };
-                let failed = item.is_err();
-                if chunks_tx.blocking_send(item).is_err() || failed {
-                    return;
-                }
+        match service.save_snapshot(tonic::Request::new(pb::SaveSnapshotRequest { zxid: taken.zxid })).await {
+            Ok(chunks) => {
+                let body = chunks.into_inner().map(|c| {
+                    c.map(|c| bytes::Bytes::from(c.data)).map_err(|s| std::io::Error::other(s.message().to_string()))
+                });
+                ([(header::CONTENT_TYPE, "application/octet-stream")], Body::from_stream(body)).into_response()
             }
-        });
-        let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(chunks_rx));
-        ([(header::CONTENT_TYPE, "application/octet-stream")], body).into_response()
+            Err(s) => return failed(why(s)),
+        }
     } else {
         json_response(StatusCode::OK, &commands::response("snapshot", None, Map::new()))
     };
