@@ -7,7 +7,9 @@
 //! blob files. This test runs a writer under `strace` and checks, from the
 //! system calls themselves, that before each acknowledgement the log's
 //! database file was fdatasync'ed (or fsync'ed), that a value large enough
-//! to become a sled blob had its file and directory fsync'ed, and that a
+//! to become a sled blob had its file and directory fsync'ed before sled
+//! wrote the record that points at it (so no power cut can keep the record
+//! and lose the blob), and that a
 //! saved snapshot's database and the directory entry that makes it count
 //! were synced before the save returned.
 //!
@@ -96,6 +98,8 @@ enum Event {
     Sync(String),
     /// syncfs of the filesystem holding the file at this path.
     SyncFs(String),
+    /// pwrite to the file at this path.
+    Wrote(String),
     /// A line the writer printed.
     Said(String),
 }
@@ -104,12 +108,16 @@ enum Event {
 fn events(trace: &str) -> Vec<Event> {
     let mut out = Vec::new();
     for line in trace.lines() {
-        for call in ["fdatasync(", "fsync(", "syncfs("] {
+        for call in ["fdatasync(", "fsync(", "syncfs(", "pwrite64("] {
             // `-y` prints a descriptor as `7</path/to/file>`.
             if let Some(rest) = line.split_once(call).map(|(_, rest)| rest) {
                 if let Some(path) = rest.split_once('<').and_then(|(_, p)| p.split_once('>')).map(|(p, _)| p) {
                     let path = path.to_string();
-                    out.push(if call == "syncfs(" { Event::SyncFs(path) } else { Event::Sync(path) });
+                    out.push(match call {
+                        "syncfs(" => Event::SyncFs(path),
+                        "pwrite64(" => Event::Wrote(path),
+                        _ => Event::Sync(path),
+                    });
                 }
             }
         }
@@ -132,7 +140,18 @@ fn every_acknowledged_flush_is_fsynced() {
     let store_dir = dir.path().join("store");
     let trace_file = dir.path().join("trace");
     let output = Command::new("strace")
-        .args(["-f", "-y", "-qq", "-s", "200", "-e", "trace=fsync,fdatasync,syncfs,write", "-e", "signal=none", "-o"])
+        .args([
+            "-f",
+            "-y",
+            "-qq",
+            "-s",
+            "200",
+            "-e",
+            "trace=fsync,fdatasync,syncfs,write,pwrite64",
+            "-e",
+            "signal=none",
+            "-o",
+        ])
         .arg(&trace_file)
         .arg(std::env::current_exe().expect("own binary"))
         .args([WRITER_TEST, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
@@ -170,9 +189,16 @@ fn every_acknowledged_flush_is_fsynced() {
             );
             if let Some(blobs) = ack.split_once(" blobs ").map(|(_, b)| b) {
                 assert!(!blobs.is_empty(), "a {LARGE_BYTES} B value made no sled blob file; the test needs one");
+                let record_written = span.iter().position(|e| *e == Event::Wrote(log_db.clone()));
+                assert!(record_written.is_some(), "the large write's record was never written to {log_db}: {span:?}");
                 for blob in blobs.split(',') {
                     let path = format!("{blob_dir}/{blob}");
-                    assert!(synced(span, &path), "the blob {path} was acknowledged unsynced: {span:?}");
+                    let blob_synced = span.iter().position(|e| *e == Event::Sync(path.clone()));
+                    assert!(blob_synced.is_some(), "the blob {path} was acknowledged unsynced: {span:?}");
+                    assert!(
+                        blob_synced < record_written,
+                        "sled wrote the record pointing at {path} before the blob was synced: {span:?}"
+                    );
                 }
                 assert!(synced(span, &blob_dir), "the blob directory was not synced: {span:?}");
             }

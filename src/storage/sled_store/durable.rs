@@ -5,10 +5,19 @@
 //! makes a grown file's new size durable, and it never syncs the blob files
 //! it writes for values and pages over ~128 KiB, nor their directory. That
 //! survives `kill -9` (the page cache does), not a power cut or a kernel
-//! crash. So every flush of ours is followed by [`Durable::sync`]: fdatasync
-//! of the database file, then fsync of each blob file not synced before and
-//! of the blob directory. An acknowledged write is then on disk the way
-//! ZooKeeper's is after its `FileChannel.force`.
+//! crash. So every flush of ours is wrapped: [`Durable::before_flush`]
+//! syncs the blob files written since the last flush (sled writes a blob
+//! when it serializes the value, before the flush that writes the record
+//! pointing at it), and [`Durable::after_flush`] fdatasyncs the database
+//! file and syncs any blob the flush itself wrote. An acknowledged write is
+//! then on disk the way ZooKeeper's is after its `FileChannel.force`, and a
+//! record that a flush made durable never points at a blob a power cut can
+//! take back.
+//!
+//! sled 0.34's recovery is silent about blobs: it skips a record whose blob
+//! file is missing and stops reading its log at one that fails its
+//! checksum, as if the log ended there. [`check_blobs`] runs sled's own
+//! check first, so a torn blob is an error that names the file.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -102,8 +111,15 @@ impl Durable {
         Ok(Durable { data, blobs: Mutex::new(blobs) })
     }
 
+    /// Makes the blob files written since the last flush durable: call
+    /// before each sled flush, so the records it writes point at blobs
+    /// already on disk.
+    pub(crate) fn before_flush(&self) -> io::Result<()> {
+        self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()
+    }
+
     /// Makes everything sled has flushed durable: call after each sled flush.
-    pub(crate) fn sync(&self) -> io::Result<()> {
+    pub(crate) fn after_flush(&self) -> io::Result<()> {
         self.data.sync_data()?;
         self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()
     }
@@ -179,6 +195,56 @@ fn sync_everything(dir: &Path, data: &File, blobs: &HashSet<OsString>) -> io::Re
     }
 }
 
+/// A blob file that fails the check sled makes when it reads one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TornBlob {
+    /// The file.
+    pub(crate) path: PathBuf,
+    /// What is wrong with it.
+    pub(crate) reason: String,
+}
+
+/// sled 0.34's blob header: a CRC32 (little-endian) of the kind byte and
+/// the body, then the kind byte.
+const BLOB_HEADER: usize = 5;
+
+/// Checks every blob file of the sled database in `dir` as sled reads one:
+/// its header, and its CRC32 over the kind byte and the body. Returns how
+/// many it checked, or the first that fails (lowest name first, so the
+/// report does not depend on the listing's order).
+pub(crate) fn check_blobs(dir: &Path) -> io::Result<Result<usize, TornBlob>> {
+    let blob_dir = dir.join(BLOB_DIR);
+    let mut names: Vec<OsString> = blob_names(&blob_dir)?.into_iter().collect();
+    names.sort_by_key(|name| (name.len(), name.clone()));
+    for name in &names {
+        let path = blob_dir.join(name);
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            // Removed by sled since the listing.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if let Some(reason) = blob_fault(&bytes) {
+            return Ok(Err(TornBlob { path, reason }));
+        }
+    }
+    Ok(Ok(names.len()))
+}
+
+/// What is wrong with a blob file's `bytes`, if anything.
+fn blob_fault(bytes: &[u8]) -> Option<String> {
+    let Some((crc, rest)) = bytes.split_first_chunk::<4>() else {
+        return Some(format!("{} bytes, shorter than a blob header ({BLOB_HEADER})", bytes.len()));
+    };
+    if rest.is_empty() {
+        return Some(format!("{} bytes, shorter than a blob header ({BLOB_HEADER})", bytes.len()));
+    }
+    let expected = u32::from_le_bytes(*crc);
+    let found = crc32fast::hash(rest);
+    (expected != found)
+        .then(|| format!("its checksum is {found:#010x} over {} bytes, its header says {expected:#010x}", rest.len()))
+}
+
 /// The names in sled's blob directory (none while it does not exist).
 fn blob_names(blob_dir: &Path) -> io::Result<HashSet<OsString>> {
     let listing = match std::fs::read_dir(blob_dir) {
@@ -203,16 +269,16 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
         let durable = Durable::open(dir.path()).expect("open");
-        durable.sync().expect("sync without a blob directory");
+        durable.after_flush().expect("sync without a blob directory");
         assert_eq!(durable.synced_blob_count(), 0);
         let blobs = dir.path().join(BLOB_DIR);
         std::fs::create_dir(&blobs).expect("the blob directory");
         std::fs::write(blobs.join("17"), b"a large value").expect("a blob");
         std::fs::write(blobs.join("42"), b"another").expect("a blob");
-        durable.sync().expect("sync two new blobs");
+        durable.before_flush().expect("sync two new blobs");
         assert_eq!(durable.synced_blob_count(), 2);
         std::fs::remove_file(blobs.join("17")).expect("remove a blob");
-        durable.sync().expect("sync after a removal");
+        durable.after_flush().expect("sync after a removal");
         assert_eq!(durable.synced_blob_count(), 1, "a removed blob is forgotten");
     }
 
@@ -228,8 +294,42 @@ mod tests {
         let durable = Durable::open(dir.path()).expect("open");
         assert_eq!(durable.synced_blob_count(), 3, "the filesystem sync at open covers them");
         std::fs::write(blobs.join("13"), b"written since").expect("a new blob");
-        durable.sync().expect("sync");
+        durable.before_flush().expect("sync");
         assert_eq!(durable.synced_blob_count(), 4);
+    }
+
+    /// A blob file as sled 0.34 writes one.
+    fn blob(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&[kind]);
+        hasher.update(body);
+        let mut out = hasher.finalize().to_le_bytes().to_vec();
+        out.push(kind);
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn blob_files_are_checked_as_sled_reads_them_and_a_torn_one_is_named() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        assert_eq!(check_blobs(dir.path()).expect("no blob directory"), Ok(0));
+        let blobs = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blobs).expect("the blob directory");
+        std::fs::write(blobs.join("1200"), blob(3, b"a whole value")).expect("a blob");
+        std::fs::write(blobs.join("900"), blob(4, &[])).expect("a blob with an empty body");
+        assert_eq!(check_blobs(dir.path()).expect("check"), Ok(2));
+
+        let mut torn = blob(3, b"a value cut short by a crash");
+        torn.truncate(torn.len() - 4);
+        std::fs::write(blobs.join("77000"), &torn).expect("a torn blob");
+        std::fs::write(blobs.join("88000"), &torn[..3]).expect("a blob cut inside its header");
+        let found = check_blobs(dir.path()).expect("check").expect_err("two torn blobs");
+        assert_eq!(found.path, blobs.join("77000"), "the lowest torn name is reported");
+        assert!(found.reason.contains("checksum"), "{}", found.reason);
+        std::fs::remove_file(blobs.join("77000")).expect("remove");
+        let found = check_blobs(dir.path()).expect("check").expect_err("one torn blob");
+        assert_eq!(found.path, blobs.join("88000"));
+        assert!(found.reason.contains("3 bytes, shorter than a blob header"), "{}", found.reason);
     }
 
     #[test]

@@ -45,6 +45,8 @@ mod conformance;
 mod durable;
 mod runs;
 mod snapshots;
+#[cfg(test)]
+mod tear;
 mod upgrade;
 mod usage;
 
@@ -70,6 +72,10 @@ pub(crate) const INDEX_TREE: &str = "snapshot_index";
 pub(crate) const ACCEPTED_EPOCH: &str = "accepted_epoch";
 /// Meta key of currentEpoch.
 pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
+/// Meta key of the last zxid of the newest log run large enough that sled
+/// may keep it in a blob file: the log must reach it (see
+/// [`SledStorage::check_blob_runs`]).
+pub(crate) const BLOB_RUN_END: &str = "blob_run_end";
 /// Meta key identifying the store's format.
 const FORMAT_KEY: &str = "format";
 /// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
@@ -205,6 +211,7 @@ impl SledStorage {
                 return Err(not_a_store("its sled database files are missing"));
             }
         }
+        refuse_torn_blobs(path)?;
         guarded("open", || {
             // Durability is the caller's: it flushes once per batch (group
             // commit), so sled's own periodic fsync would only add disk work.
@@ -228,6 +235,7 @@ impl SledStorage {
             };
             let snapshots_exist = store.check_format(has_sidecar)?;
             store.open_snapshots(snapshots_exist)?;
+            store.check_blob_runs()?;
             Ok(store)
         })
     }
@@ -690,8 +698,18 @@ fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 
 /// Flushes `db` and makes what it wrote durable with `durable`, its files.
 fn flush_durably(db: &sled::Db, durable: &durable::Durable, during: &'static str) -> Result<(), StorageError> {
+    durable.before_flush().map_err(fs_io(during))?;
     db.flush().map_err(io(during))?;
-    durable.sync().map_err(fs_io(during))
+    durable.after_flush().map_err(fs_io(during))
+}
+
+/// Refuses the sled database in `dir` if one of its blob files is torn
+/// (sled would read its log only up to the record that points at it).
+pub(crate) fn refuse_torn_blobs(dir: &Path) -> Result<(), StorageError> {
+    match durable::check_blobs(dir).map_err(fs_io("open: checking the blob files"))? {
+        Ok(_) => Ok(()),
+        Err(torn) => Err(StorageError::TornFile { path: torn.path.display().to_string(), reason: torn.reason }),
+    }
 }
 
 /// A sled scan that checks keys strictly increase: sled 0.34 can revisit

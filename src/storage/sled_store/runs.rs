@@ -10,7 +10,7 @@
 //! Values of the store's first format, one sealed transaction per key, are
 //! still read as runs of one.
 
-use super::{hex, io, log_key, ordered, zxid_of, SledStorage, LOG_TREE};
+use super::{hex, io, log_key, ordered, zxid_of, SledStorage, BLOB_RUN_END, LOG_TREE, META_TREE};
 use crate::ids::Zxid;
 use crate::storage::{Scan, StorageError};
 use crate::txn::{codec, Entry, Txn};
@@ -99,6 +99,27 @@ impl SledStorage {
         }
     }
 
+    /// Refuses a log that ends before the last large run written: sled
+    /// keeps such a run in a blob file, and skips its record without a word
+    /// when the file is gone, so the log would end early and forget entries
+    /// that may have been acknowledged.
+    pub(super) fn check_blob_runs(&self) -> Result<(), StorageError> {
+        let Some(value) = self.meta.get(BLOB_RUN_END).map_err(io("open: reading the large run's end"))? else {
+            return Ok(());
+        };
+        let end = zxid_of(META_TREE, &value)?;
+        let reached = self.last_log()?.max(self.newest_snapshot());
+        if reached >= end {
+            return Ok(());
+        }
+        Err(StorageError::TornFile {
+            path: self.path.join("blobs").display().to_string(),
+            reason: format!(
+                "the log was written up to {end} in a run sled keeps as a blob file, which is missing; the log ends at {reached}"
+            ),
+        })
+    }
+
     /// The first and last logged zxids.
     pub(super) fn log_span(&self) -> Result<Option<(Zxid, Zxid)>, StorageError> {
         let first = self.log.first().map_err(io("reading the log head"))?;
@@ -157,7 +178,16 @@ impl SledStorage {
                 end += 1;
             }
             let run = &entries[start..end];
-            self.log.insert(log_key(run[0].zxid), encode(run)).map_err(io("appending to the log"))?;
+            let value = encode(run);
+            let large = value.len() > self.run_bytes;
+            self.log.insert(log_key(run[0].zxid), value).map_err(io("appending to the log"))?;
+            if large {
+                // In the same flush as the run, and after it in sled's log:
+                // once this is durable, the run's record is too, and its
+                // blob file (synced before the flush) must be there.
+                let last = run[end - start - 1].zxid;
+                self.meta.insert(BLOB_RUN_END, &log_key(last)).map_err(io("appending to the log"))?;
+            }
             start = end;
         }
         Ok(())
@@ -165,6 +195,13 @@ impl SledStorage {
 
     /// Removes every entry above `zxid`, shortening the run that holds it.
     pub(super) fn truncate_runs_after(&self, zxid: Zxid) -> Result<(), StorageError> {
+        if let Some(end) = self.meta.get(BLOB_RUN_END).map_err(io("truncating the log"))? {
+            if zxid_of(META_TREE, &end)? > zxid {
+                // Before the runs go: a crash between the two leaves the
+                // check off, never pointing past the log.
+                self.meta.remove(BLOB_RUN_END).map_err(io("truncating the log"))?;
+            }
+        }
         let mut batch = Batch::default();
         if let Some(item) = self.log.range(..=log_key(zxid)).next_back() {
             let (key, value) = item.map_err(io("truncating the log"))?;

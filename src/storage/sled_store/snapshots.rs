@@ -297,6 +297,20 @@ impl Snapshots {
         Ok(Lease { handle: Some(db), zxid, owner: self })
     }
 
+    /// `error` (a snapshot found incomplete) with what a check of that
+    /// snapshot's blob files finds. Asked only once something is missing:
+    /// sled reads a database's log only up to a torn blob, so one torn chunk
+    /// takes the marker and the later chunks with it, and the file is the
+    /// cause to name.
+    pub(super) fn explain(&self, error: StorageError) -> StorageError {
+        let StorageError::IncompleteSnapshot { zxid, reason } = error else { return error };
+        let reason = match durable::check_blobs(&self.dir_of(zxid)) {
+            Ok(Err(torn)) => format!("{reason}; its blob file {} is torn: {}", torn.path.display(), torn.reason),
+            _ => reason,
+        };
+        StorageError::IncompleteSnapshot { zxid, reason }
+    }
+
     /// Whether the database of the snapshot at `zxid` is open.
     #[cfg(test)]
     pub(crate) fn is_open(&self, zxid: Zxid) -> bool {
@@ -532,11 +546,16 @@ impl SledStorage {
     }
 
     pub(super) fn marker(&self, zxid: Zxid) -> Result<Option<Marker>, StorageError> {
-        self.snaps.raw_marker(zxid).map(|value| Marker::decode(zxid, &value)).transpose()
+        let decoded = self.snaps.raw_marker(zxid).map(|value| Marker::decode(zxid, &value)).transpose();
+        decoded.map_err(|e| self.snaps.explain(e))
     }
 
     pub(super) fn markers(&self) -> Result<Vec<(Zxid, Marker)>, StorageError> {
-        self.snaps.raw_markers().into_iter().map(|(zxid, value)| Ok((zxid, Marker::decode(zxid, &value)?))).collect()
+        self.snaps
+            .raw_markers()
+            .into_iter()
+            .map(|(zxid, value)| Ok((zxid, Marker::decode(zxid, &value).map_err(|e| self.snaps.explain(e))?)))
+            .collect()
     }
 
     /// Reads the snapshot at `zxid` chunk by chunk into `feed`, checking
@@ -546,7 +565,7 @@ impl SledStorage {
         zxid: Zxid,
         feed: &mut dyn FnMut(IVec) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
-        let incomplete = |reason: String| StorageError::IncompleteSnapshot { zxid, reason };
+        let incomplete = |reason: String| self.snaps.explain(StorageError::IncompleteSnapshot { zxid, reason });
         let marker = self.marker(zxid)?.ok_or_else(|| incomplete("its marker vanished".into()))?;
         let snap = self.snaps.lease(zxid)?;
         let mut bytes = 0u64;
@@ -607,6 +626,7 @@ impl SledStorage {
             .transaction(|(log, meta)| {
                 log.apply_batch(&log_batch)?;
                 meta.remove(INSTALLING)?;
+                meta.remove(BLOB_RUN_END)?;
                 Ok(())
             })
             .map_err(tx_err("installing a snapshot"))?;

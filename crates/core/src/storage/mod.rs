@@ -191,6 +191,15 @@ pub enum StorageError {
         /// What was found instead.
         detail: String,
     },
+    /// A file of the store is torn or missing: what the store recorded
+    /// writing is not all there, so opening it would lose part of it.
+    #[error("{path} is torn: {reason}")]
+    TornFile {
+        /// The file (or the directory that should hold it).
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A caller broke the contract (e.g. appended a zxid not above the last).
     #[error("invalid storage request: {0}")]
     Invalid(String),
