@@ -11,7 +11,8 @@ edits a node and sets its ACL through the page and reads them back with kazoo;
 is refused a write without the page's header, and the log, stream and
 sessions without the token; sees a change
 made by another client appear in the live changes view and opens it; finds
-kazoo's session in the sessions view; takes a snapshot; kills a member by
+kazoo's session in the sessions view; takes a snapshot and downloads it
+(the same bytes the API streams, read by `zkctl export`); kills a member by
 PID and sees it shown as down. A screenshot of each view is saved under
 target/ui-screenshots/.
 
@@ -236,6 +237,43 @@ def request(port, method, path, body=None, token=None, page=True):
         return e.code, json.load(e)
 
 
+def download_snapshot(browser, http, binary):
+    """Clicks a listed snapshot's Download button and checks the file Chromium
+    saves: the same bytes the API streams with the token, a snapshot the
+    offline tools read (`zkctl export` turns it into ZooKeeper's format), and
+    refused without the token."""
+    downloads = tempfile.mkdtemp(prefix="zabkeeper-downloads-")
+    try:
+        browser.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=downloads)
+        zxid = browser.js("document.querySelector('#snapshots tr[data-zxid]').dataset.zxid")
+        browser.click(f"#snapshots tr[data-zxid='{zxid}'] button")
+        saved = os.path.join(downloads, f"snapshot-{zxid}.zsnap")
+        deadline = time.monotonic() + WAIT
+        while not (os.path.exists(saved) and not any(n.endswith(".crdownload") for n in os.listdir(downloads))):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no download of the snapshot at {zxid} within {WAIT} s: {os.listdir(downloads)}")
+            time.sleep(0.1)
+        with open(saved, "rb") as f:
+            got = f.read()
+        req = urllib.request.Request(f"http://127.0.0.1:{http}/ui/api/snapshots/{zxid}",
+                                     headers={"Authorization": f"Bearer {TOKEN}"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            streamed = r.read()
+        check(len(got) > 0 and got == streamed,
+              f"the Download button saved snapshot-{zxid}.zsnap, {len(got)} bytes, the bytes the API streams")
+        zkctl = os.path.join(os.path.dirname(os.path.abspath(binary)), "zkctl")
+        out = os.path.join(downloads, "zookeeper")
+        os.makedirs(out)
+        done = subprocess.run([zkctl, "export", "--snapshot", saved, "--zookeeper-snapshot", out],
+                              capture_output=True, text=True, timeout=60)
+        check(done.returncode == 0 and os.listdir(out),
+              f"zkctl export reads the downloaded snapshot: {done.stdout.strip() or done.stderr.strip()}")
+        status, _ = request(http, "GET", f"/ui/api/snapshots/{zxid}")
+        check(status == 401, f"a snapshot download without the token is refused ({status})")
+    finally:
+        shutil.rmtree(downloads, ignore_errors=True)
+
+
 def check(condition, what):
     if not condition:
         raise AssertionError(what)
@@ -383,6 +421,7 @@ def run(ensemble, browser):
         browser.wait("document.querySelectorAll('#snapshots tr[data-zxid]').length >= 1", "a snapshot listed")
         check(True, "a snapshot taken through the console is listed")
         browser.screenshot("snapshots")
+        download_snapshot(browser, http, ensemble.binary)
 
         print("a killed member is shown as down")
         victim = next(i for i in ensemble.ports if i != 1 and i != leader[0])
