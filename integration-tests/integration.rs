@@ -16,6 +16,7 @@ mod handover;
 mod hardening;
 mod linearizable;
 mod observers;
+mod previous_format;
 mod reconfig;
 mod server;
 mod tls;

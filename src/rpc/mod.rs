@@ -6,3 +6,4 @@ pub mod client;
 pub mod client_convert;
 pub mod peer;
 pub mod peer_convert;
+pub mod peer_protocol;

@@ -23,8 +23,13 @@
 //! Under `[tls] peer = true` every link is mutual TLS ([`PeerTls`]): a
 //! caller whose certificate does not name the member (of the configuration
 //! file) its messages claim to come from is refused, and logged.
+//!
+//! Every call states the peer protocol's version in its metadata, and the
+//! answer states the version the call speaks ([`super::peer_protocol`]); a
+//! peer that speaks none this build does is refused with both versions named.
 
 use super::peer_convert::{self, follower_from_pb, notification_from_pb, LeaderStreamDecoder};
+use super::peer_protocol::{self, Refusals};
 use crate::config::HostPort;
 use crate::handle::Handle;
 use crate::ids::ServerId;
@@ -54,6 +59,7 @@ pub fn links(
 ) -> (Transport, PeerService) {
     let inbound = Inbound::default();
     let heard = Heard::default();
+    let refusals = Arc::new(Refusals::default());
     let service = PeerService {
         handle: handle.clone(),
         inbound: inbound.clone(),
@@ -62,6 +68,7 @@ pub fn links(
         tls: tls.clone(),
         heard: heard.clone(),
         endpoints: Mutex::default(),
+        refusals: refusals.clone(),
     };
     let own = addrs.get(&id).map(ToString::to_string).unwrap_or_default();
     let own_endpoints = handle.config.me().endpoints().text();
@@ -76,6 +83,7 @@ pub fn links(
         follow: None,
         inbound,
         tls,
+        refusals,
     };
     (transport, service)
 }
@@ -135,6 +143,8 @@ pub struct Transport {
     follow: Option<FollowStream>,
     inbound: Inbound,
     tls: Option<Arc<PeerTls>>,
+    /// Peer protocol refusals already warned of (shared with the service).
+    refusals: Arc<Refusals>,
 }
 
 /// How to reach member `to` at `addr`: over TLS with `tls`, whose current
@@ -222,9 +232,10 @@ impl Transport {
             self.notifiers.remove(&to);
         }
         let tls = self.tls.clone();
+        let (from, refusals) = (self.id, self.refusals.clone());
         let (_, tx) = self.notifiers.entry(to).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(64);
-            tokio::spawn(notifier(to, addr.clone(), tls, rx));
+            tokio::spawn(notifier(from, to, addr.clone(), tls, refusals, rx));
             (addr, tx)
         });
         let _ = tx.try_send(n);
@@ -245,7 +256,14 @@ impl Transport {
             }
             let Some(addr) = self.address_of(to) else { return };
             let (tx, rx) = mpsc::channel(QUEUE);
-            let task = tokio::spawn(follow(to, addr, rx, self.handle.clone(), self.tls.clone()));
+            let task = tokio::spawn(follow(
+                (self.id, to),
+                addr,
+                rx,
+                self.handle.clone(),
+                self.tls.clone(),
+                self.refusals.clone(),
+            ));
             self.follow = Some(FollowStream { leader: to, tx, task });
         }
         if let Some(f) = &self.follow {
@@ -285,7 +303,14 @@ impl Transport {
     }
 }
 
-async fn notifier(to: ServerId, addr: HostPort, tls: Option<Arc<PeerTls>>, mut rx: mpsc::Receiver<pb::Notification>) {
+async fn notifier(
+    from: ServerId,
+    to: ServerId,
+    addr: HostPort,
+    tls: Option<Arc<PeerTls>>,
+    refusals: Arc<Refusals>,
+    mut rx: mpsc::Receiver<pb::Notification>,
+) {
     let connect = || match endpoint(to, &addr, tls.as_deref()) {
         Ok(endpoint) => Some(pb::peer_client::PeerClient::new(endpoint.timeout(Duration::from_secs(1)).connect_lazy())),
         Err(e) => {
@@ -303,28 +328,56 @@ async fn notifier(to: ServerId, addr: HostPort, tls: Option<Arc<PeerTls>>, mut r
             client = connect();
         }
         if let Some(c) = client.as_mut() {
-            if let Err(status) = c.notify(n).await {
-                tracing::debug!(to, error = %status, "notification not delivered");
-                // A fresh channel next time, with the certificates current then.
-                client = None;
+            let mut request = Request::new(n);
+            peer_protocol::offer(request.metadata_mut(), from);
+            match c.notify(request).await {
+                Ok(answer) => {
+                    let member = peer_protocol::who(Some(to), None);
+                    if let Err(e) = peer_protocol::answered(answer.metadata(), &member) {
+                        refusals.log("member answered in a peer protocol this build does not speak", &e.to_string());
+                    }
+                }
+                Err(status) if peer_protocol::is_refusal(&status) => {
+                    refusals.log("member refused this build's peer protocol", status.message());
+                }
+                Err(status) => {
+                    tracing::debug!(to, error = %status, "notification not delivered");
+                    // A fresh channel next time, with the certificates current then.
+                    client = None;
+                }
             }
         }
     }
 }
 
+/// Follows `leader` (`ends`: this member, the leader) on one stream until it ends.
 async fn follow(
-    leader: ServerId,
+    ends: (ServerId, ServerId),
     addr: HostPort,
     rx: mpsc::Receiver<pb::FollowerMessage>,
     handle: Handle,
     tls: Option<Arc<PeerTls>>,
+    refusals: Arc<Refusals>,
 ) {
+    let (me, leader) = ends;
     let outcome: Result<(), String> = async {
         let channel = endpoint(leader, &addr, tls.as_deref())?.connect().await.map_err(|e| e.to_string())?;
         let mut client = pb::peer_client::PeerClient::new(channel)
             .max_decoding_message_size(MAX_PEER_MESSAGE)
             .max_encoding_message_size(MAX_PEER_MESSAGE);
-        let mut inbound = client.follow(ReceiverStream::new(rx)).await.map_err(|e| e.to_string())?.into_inner();
+        let mut request = Request::new(ReceiverStream::new(rx));
+        peer_protocol::offer(request.metadata_mut(), me);
+        let answer = client.follow(request).await.map_err(|status| {
+            if peer_protocol::is_refusal(&status) {
+                refusals.log("leader refused this build's peer protocol", status.message());
+            }
+            status.to_string()
+        })?;
+        if let Err(e) = peer_protocol::answered(answer.metadata(), &peer_protocol::who(Some(leader), None)) {
+            refusals.log("leader answered in a peer protocol this build does not speak", &e.to_string());
+            return Err(e.to_string());
+        }
+        let mut inbound = answer.into_inner();
         let mut decoder = LeaderStreamDecoder::default();
         while let Some(m) = inbound.message().await.map_err(|e| e.to_string())? {
             match decoder.decode(m) {
@@ -362,6 +415,8 @@ pub struct PeerService {
     heard: Heard,
     /// The endpoints each member last said it has (told to the replica on a change).
     endpoints: Mutex<HashMap<ServerId, String>>,
+    /// Peer protocol refusals already warned of (shared with the transport).
+    refusals: Arc<Refusals>,
 }
 
 /// The certificates a caller showed, with where it called from.
@@ -388,6 +443,9 @@ impl Caller {
 #[tonic::async_trait]
 impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
+        // Before anything of the message is read: a version not spoken here
+        // may give it another meaning.
+        let version = self.agree(&request, Some(request.get_ref().from))?;
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
         if !crate::members::is_server_id(from) {
@@ -415,7 +473,9 @@ impl pb::peer_server::Peer for PeerService {
             }
         }
         self.handle.input(Input::Peer { from, msg }).await;
-        Ok(Response::new(pb::NotifyAck {}))
+        let mut answer = Response::new(pb::NotifyAck {});
+        peer_protocol::answer(answer.metadata_mut(), version);
+        Ok(answer)
     }
 
     type FollowStream = ReceiverStream<Result<pb::LeaderMessage, tonic::Status>>;
@@ -424,6 +484,7 @@ impl pb::peer_server::Peer for PeerService {
         &self,
         request: Request<Streaming<pb::FollowerMessage>>,
     ) -> Result<Response<Self::FollowStream>, tonic::Status> {
+        let version = self.agree(&request, peer_protocol::claimed_member(request.metadata()))?;
         // The claim arrives with the first message; the certificate with the
         // connection, so keep it to hold the two together.
         let tls = self.tls.clone();
@@ -511,7 +572,20 @@ impl pb::peer_server::Peer for PeerService {
                 }
             }
         });
-        Ok(Response::new(ReceiverStream::new(out_rx)))
+        let mut answer = Response::new(ReceiverStream::new(out_rx));
+        peer_protocol::answer(answer.metadata_mut(), version);
+        Ok(answer)
+    }
+}
+
+impl PeerService {
+    /// The peer protocol version a call speaks, or its refusal (logged).
+    fn agree<T>(&self, request: &Request<T>, claimed: Option<ServerId>) -> Result<u32, tonic::Status> {
+        let who = peer_protocol::who(claimed, request.remote_addr());
+        peer_protocol::accept(request.metadata(), &who).map_err(|e| {
+            self.refusals.log("refused a peer's call", &e.to_string());
+            tonic::Status::from(e)
+        })
     }
 }
 
@@ -610,6 +684,95 @@ mod tests {
             ),
             "the end of the current stream is reported"
         );
+    }
+
+    /// A notification from member 2, whose request metadata says `version`
+    /// (`None`: nothing, as a build from before versions).
+    fn notification_saying(version: Option<&str>) -> Request<pb::Notification> {
+        let mut request = Request::new(pb::Notification {
+            from: 2,
+            vote: Some(pb::Vote { leader: 2, zxid: 0, epoch: 0, nominated: false }),
+            round: 1,
+            state: pb::PeerState::Looking as i32,
+            accepted_epoch: 0,
+            configuration: Vec::new(),
+            peer_addr: "127.0.0.1:3".into(),
+            endpoints: String::new(),
+        });
+        if let Some(v) = version {
+            request.metadata_mut().insert(peer_protocol::VERSION_HEADER, v.parse().expect("ascii"));
+        }
+        request
+    }
+
+    /// Whether member 2's notification reaches the owner within `secs`
+    /// (after its endpoints, told with its first notification).
+    async fn notification_arrives(inbox: &mut mpsc::Receiver<Event>, secs: u64) -> bool {
+        loop {
+            match next_input(inbox, secs).await {
+                Some(Input::PeerEndpoints { from: 2, .. }) => continue,
+                Some(Input::Peer { from: 2, msg: Message::Notification { .. } }) => return true,
+                _ => return false,
+            }
+        }
+    }
+
+    fn answered_version<T>(answer: &Response<T>) -> Option<&str> {
+        answer.metadata().get(peer_protocol::VERSION_HEADER).and_then(|v| v.to_str().ok())
+    }
+
+    #[tokio::test]
+    async fn notify_accepts_peer_protocols_1_and_2_and_an_unstated_one_and_refuses_others_naming_both() {
+        let (url, mut inbox) = leader_service().await;
+        let mut client = pb::peer_client::PeerClient::connect(url).await.expect("connect");
+        for (said, agreed) in [(None, "1"), (Some("1"), "1"), (Some("2"), "2")] {
+            let answer = client.notify(notification_saying(said)).await.expect("a version spoken here");
+            assert_eq!(answered_version(&answer), Some(agreed), "for {said:?}");
+            assert!(notification_arrives(&mut inbox, 5).await, "for {said:?}");
+        }
+        let refused = client.notify(notification_saying(Some("7"))).await.expect_err("version 7");
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+        assert_eq!(
+            refused.message(),
+            "peer protocol 7 from member 2 is not understood here (this build speaks 1 to 2)"
+        );
+        assert!(next_input(&mut inbox, 1).await.is_none(), "a refused notification reaches nothing");
+        // The refusal closed nothing: the same channel goes on.
+        client.notify(notification_saying(Some("2"))).await.expect("version 2 after a refusal");
+        assert!(notification_arrives(&mut inbox, 5).await);
+    }
+
+    #[tokio::test]
+    async fn follow_refuses_an_unknown_peer_protocol_before_any_message_and_answers_its_own() {
+        let (url, mut inbox) = leader_service().await;
+        let mut client = pb::peer_client::PeerClient::connect(url.clone()).await.expect("connect");
+        let (_tx, rx) = mpsc::channel::<pb::FollowerMessage>(1);
+        let mut request = Request::new(ReceiverStream::new(rx));
+        request.metadata_mut().insert(peer_protocol::VERSION_HEADER, "9".parse().expect("ascii"));
+        request.metadata_mut().insert(peer_protocol::OLDEST_HEADER, "3".parse().expect("ascii"));
+        request.metadata_mut().insert(peer_protocol::MEMBER_HEADER, "2".parse().expect("ascii"));
+        let refused = client.follow(request).await.expect_err("versions 3 to 9");
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+        assert_eq!(
+            refused.message(),
+            "peer protocol 3 to 9 from member 2 is not understood here (this build speaks 1 to 2)"
+        );
+        // This build's own offer is answered with version 2, and the stream works.
+        let (tx, rx) = mpsc::channel(16);
+        let mut request = Request::new(ReceiverStream::new(rx));
+        peer_protocol::offer(request.metadata_mut(), 2);
+        let answer = client.follow(request).await.expect("this build's versions");
+        assert_eq!(answered_version(&answer), Some("2"));
+        tx.send(ping(5)).await.expect("send");
+        assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(5));
+        // A stream from a build before versions (no header) is version 1.
+        let (old_tx, _answers) = open_stream(&url).await;
+        old_tx.send(ping(6)).await.expect("send");
+        assert!(matches!(
+            next_input(&mut inbox, 10).await,
+            Some(Input::PeerDisconnected { peer: 2, link: Link::FromFollower })
+        ));
+        assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(6));
     }
 
     #[tokio::test]

@@ -361,7 +361,9 @@ impl Walker {
                         return Err(inconsistent("second header".into()));
                     }
                     if format != FORMAT {
-                        return Err(inconsistent(format!("unknown snapshot format {format}")));
+                        return Err(inconsistent(format!(
+                            "unknown snapshot format {format}, this build reads format {FORMAT}"
+                        )));
                     }
                     visit(Visit::Header { zxid });
                 }
@@ -451,7 +453,8 @@ impl Reader {
                     return Err(self.inconsistent("second header"));
                 }
                 if format != FORMAT {
-                    return Err(self.inconsistent(format!("unknown snapshot format {format}")));
+                    return Err(self
+                        .inconsistent(format!("unknown snapshot format {format}, this build reads format {FORMAT}")));
                 }
                 let mut state = TreeState::empty();
                 state.set_last_zxid(zxid);
@@ -635,6 +638,16 @@ mod tests {
         }
         chunks.push(&RecordRef::Footer { nodes: paths.len() as u64, sessions: 0 });
         chunks.buffer
+    }
+
+    #[test]
+    fn a_snapshot_of_an_unknown_format_is_refused_naming_both_formats() {
+        let state = TreeState::empty();
+        let mut chunks = Chunks::new(&state, 1 << 20);
+        chunks.push(&RecordRef::Header { format: FORMAT + 1, zxid: Zxid::new(1, 9) });
+        let err = from_chunks([chunks.buffer.as_slice()]).unwrap_err();
+        let expected = format!("unknown snapshot format {}, this build reads format {FORMAT}", FORMAT + 1);
+        assert!(err.to_string().contains(&expected), "{err}");
     }
 
     #[test]

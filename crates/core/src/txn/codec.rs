@@ -18,7 +18,7 @@ pub enum CodecError {
         len: usize,
     },
     /// A format version this build cannot read.
-    #[error("unknown record version {0}")]
+    #[error("unknown record version {0}, this build reads version {VERSION}")]
     Version(u8),
     /// The payload does not match its checksum.
     #[error("checksum mismatch: stored {stored:08x}, computed {computed:08x}")]
@@ -138,5 +138,6 @@ mod tests {
         let mut wrong_version = encode(&sample());
         wrong_version[0] = 9;
         assert_eq!(decode(&wrong_version), Err(CodecError::Version(9)));
+        assert_eq!(CodecError::Version(9).to_string(), "unknown record version 9, this build reads version 1");
     }
 }
