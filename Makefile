@@ -264,11 +264,16 @@ bench-failover:
 
 ## The same ZooKeeper-protocol load against a 3-member zabkeeper and a 3-member
 ## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side
-## by side, with fresh reads (local, linearizable, sync+getData). BENCH_QUICK=1 for a
-## short run; BENCH_ONLY_READS=1 for the fresh reads alone. Not part of `make test`.
+## by side, with fresh reads (local, linearizable, sync+getData). Each write phase
+## is counted (CPU, context switches, syscalls, flushes per write) with perf
+## (Debian's linux-perf, installed here when missing; /proc without it).
+## BENCH_QUICK=1 for a short run; BENCH_ONLY_READS=1 for the fresh reads alone;
+## BENCH_ONLY_WRITES=1 for the write phases, their counts and the floor alone;
+## BENCH_JSON=file also writes every figure there. Not part of `make test`.
 BENCH_QUICK ?=
 ## Benchmarks a 3-member ensemble against a 3-member Apache ZooKeeper.
 bench-vs-zookeeper:
+	@$(MAKE) --no-print-directory debian-packages WHAT=perf MARKERS=/usr/bin/perf PACKAGES=linux-perf
 	$(CARGO) build --release -p zabkeeper -p zabkeeper-bench --bin zabkeeper --bin zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 

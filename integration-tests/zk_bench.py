@@ -16,6 +16,20 @@ so its JIT is measured at its best; then the ensembles take turns for
 each one's median per phase and the ratios zabkeeper / ZooKeeper (throughput,
 latency p50 and p99).
 
+Each write phase (create, setData, delete) of each shape is also counted,
+over exactly its window (zk_load's `--step` waits for the driver before
+each phase): CPU time, context switches, syscalls and fsync-family calls
+summed over the three members' processes and all their threads (`perf
+stat`; from /proc, with less, when perf cannot count here), and the
+flushes the data directories' block device completed (/proc/diskstats).
+A table per shape gives them per write beside throughput and latency, with
+the ratios. Each round also counts the members' work when idle, and
+measures the floor of a write here, an fdatasync and two loopback round
+trips (p50s), next to each system's 1 x 1 phases; the 1 x 1 p50s are
+printed as multiples of it.
+`--only-writes` (BENCH_ONLY_WRITES=1) runs just that; `--json`
+(BENCH_JSON=path) writes every figure to a file.
+
 Then fresh reads (`--reads`, on by default): getData as it is (local, from
 the member's tree), linearizable (a second zabkeeper ensemble with
 `linearizable_reads = true`, read index), and sync-then-getData, the closest
@@ -43,25 +57,92 @@ import argparse
 import glob
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import zk_support as zk
+import work_counts as counts
 
 PHASES = ["create", "get", "set", "mixed", "delete"]
+# The phases whose cost is counted (CPU, context switches, syscalls, flushes per write).
+WRITE_PHASES = ["create", "set", "delete"]
+# Seconds each ensemble is counted idle each round.
+IDLE_SECS = 2.0
 
 
-def run_load(load, hosts, root, args, sessions, inflight, phases=None):
+def run_load(load, hosts, root, args, sessions, inflight, phases=None, count=None):
+    """Runs zk_load; returns {phase: its JSON line}. With `count` (phase ->
+    a counts.WorkCounter, or None for a phase not counted), zk_load waits before
+    each phase (`--step`) while the counter starts, and the counter stops as
+    soon as the phase's line arrives: what the counter saw is the phase's
+    "work"."""
     cmd = [load, "--hosts", hosts, "--root", root, "--ops", str(args.ops), "--sessions", str(sessions),
            "--inflight", str(inflight), "--size", str(args.size)]
     if phases:
         cmd += ["--phases", ",".join(phases)]
+    if count is not None:
+        return run_stepped(cmd + ["--step"], hosts, count, timeout=600)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"zk_load against {hosts} failed: {out.stderr.strip()}")
     return {doc["phase"]: doc for doc in (json.loads(line) for line in out.stdout.splitlines() if line.strip())}
+
+
+def run_stepped(cmd, hosts, count, timeout):
+    """zk_load with `--step`: each `{"ready": phase}` line starts
+    count(phase)'s window, then lets the phase go; the phase's result line
+    ends the window. Bounded by `timeout` seconds in all; zk_load is
+    stopped by its PID if it is still running then."""
+    docs, counter, buf = {}, None, b""
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"zk_load against {hosts} not done within {timeout}s")
+                ready, _, _ = select.select([proc.stdout], [], [], min(left, 5.0))
+                if not ready:
+                    continue
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    doc = json.loads(line)
+                    if "ready" in doc:
+                        counter = count(doc["ready"])
+                        if counter is not None:
+                            counter.start()
+                        try:
+                            proc.stdin.write(b"go\n")
+                            proc.stdin.flush()
+                        except BrokenPipeError:
+                            pass  # zk_load has ended: its exit status says why
+                        continue
+                    if counter is not None:
+                        doc["work"] = counter.stop()
+                        counter = None
+                    docs[doc["phase"]] = doc
+            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            if counter is not None:
+                counter.abort()
+            zk.kill_pid(proc)
+            proc.stdin.close()
+            proc.stdout.close()
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"zk_load against {hosts} failed: {err.read().decode(errors='replace').strip()}")
+    return docs
 
 
 # (label, server, zk_load phase): the fresh-read modes, between creating their nodes and deleting them.
@@ -105,6 +186,135 @@ def print_fresh_reads(results, sessions):
             print(f"x{inflight}: linearizable / ZooKeeper sync+get "
                   f"{med(lin, 'ops_per_sec') / med(theirs, 'ops_per_sec'):.2f}x throughput, "
                   f"p50 {med(lin, 'p50_ms') / med(theirs, 'p50_ms'):.2f}x")
+
+
+def setup_counting(args, clusters, servers):
+    """How each write phase's work is counted: {"counters": {server: phase ->
+    counts.WorkCounter or None}, "how": the source, "device": the block device
+    whose flushes are counted}; says so."""
+    use_perf, why = (False, "--no-perf given") if args.no_perf else counts.perf_usable()
+    how = "perf stat" if use_perf else "/proc"
+    devices = {name: counts.block_device_of(clusters[name].dir) for name in servers}
+    print(f"counted over each write phase ({', '.join(WRITE_PHASES)}), summed over every member's process "
+          f"and all its threads: ", end="")
+    if use_perf:
+        print("CPU time, context switches, syscalls and fsync/fdatasync/sync_file_range calls "
+              f"with `perf stat -e {','.join(counts.PERF_EVENTS)}`")
+    else:
+        print(f"from /proc, NOT perf ({why}): CPU time from /proc/PID/stat; context switches from "
+              "/proc/PID/task/*/status (threads that exit during a phase are lost); syscalls are only the "
+              "read and write family (/proc/PID/io syscr + syscw); fsync calls not counted")
+    for name, (device, why_not) in devices.items():
+        if device:
+            print(f"device flushes of {name}: flush requests /dev/{device} completed (/proc/diskstats), "
+                  f"which holds {clusters[name].dir}; the whole device's, anything else flushing it counts too")
+        else:
+            print(f"device flushes of {name}: not counted ({why_not})")
+
+    def counters(name):
+        cluster, device = clusters[name], devices[name][0]
+
+        def count(phase):
+            if phase not in WRITE_PHASES and phase != "idle":
+                return None
+            pids = cluster.pids().values() if hasattr(cluster, "pids") else [cluster.proc.pid]
+            return counts.WorkCounter(pids, device, use_perf)
+        return count
+    return {"counters": {name: counters(name) for name in servers}, "how": how,
+            "device": devices["zabkeeper"][0]}
+
+
+def per_write(doc):
+    """A counted phase's figures per write (None where not counted)."""
+    work, ops = doc.get("work"), doc["ops"]
+    out = {"ops_per_sec": doc["ops_per_sec"], "p50_ms": doc["p50_ms"], "p99_ms": doc["p99_ms"]}
+    if work and ops:
+        out["cpu_us"] = work["cpu_s"] / ops * 1e6
+        out["ctx"] = work["ctx"] / ops
+        out["invol"] = work["ctx_invol"] / ops
+        out["syscalls"] = work.get("syscalls", work["rw_syscalls"]) / ops
+        out["fsyncs"] = work["fsyncs"] / ops if "fsyncs" in work else None
+        out["flushes"] = work["flushes"] / ops if "flushes" in work else None
+    return out
+
+
+COST_COLUMNS = [("ops/s", "ops_per_sec", "{:.0f}"), ("p50 ms", "p50_ms", "{:.3f}"), ("p99 ms", "p99_ms", "{:.2f}"),
+                ("CPU us", "cpu_us", "{:.1f}"), ("ctx sw", "ctx", "{:.2f}"), ("invol", "invol", "{:.2f}"),
+                ("syscalls", "syscalls", "{:.1f}"), ("fsyncs", "fsyncs", "{:.3f}"), ("flushes", "flushes", "{:.3f}")]
+
+
+def print_costs(results, shapes, names, how, members):
+    """A table per load shape: each write phase's throughput, latency and
+    its cost per write on each system (medians over the rounds), and the
+    ratios zabkeeper / ZooKeeper."""
+    for prefix, sessions, inflight, ops in shapes:
+        phases = [b for b in WRITE_PHASES if prefix + b in results]
+        if not phases:
+            continue
+        rounds = len(results[prefix + phases[0]][names[0]])
+        print()
+        print(f"the cost of a write at {sessions} x {inflight} ({ops} writes a phase, median of {rounds} rounds); "
+              f"per write, summed over the {members} members (counted with {how}):")
+        # Without perf, /proc counts only the read and write family of syscalls.
+        labels = [("r/w sysc" if key == "syscalls" and how != "perf stat" else label) for label, key, _ in COST_COLUMNS]
+        header = f"{'phase':<8} {'server':<10}" + "".join(f"{label:>9}" for label in labels)
+        print(header)
+        print("-" * len(header))
+        for base in phases:
+            medians = {}
+            for name in names:
+                rows = [per_write(d) for d in results[prefix + base][name]]
+                medians[name] = {}
+                for _, key, _ in COST_COLUMNS:
+                    values = [r[key] for r in rows if r.get(key) is not None]
+                    medians[name][key] = statistics.median(values) if values else None
+                cells = "".join(f"{fmt.format(medians[name][key]) if medians[name][key] is not None else 'n/a':>9}"
+                                for _, key, fmt in COST_COLUMNS)
+                print(f"{base:<8} {name:<10}{cells}")
+            if "zookeeper" in medians:
+                ours, theirs = medians["zabkeeper"], medians["zookeeper"]
+                cells = "".join(f"{ours[key] / theirs[key]:>8.2f}x" if ours[key] is not None and theirs[key]
+                                else f"{'n/a':>9}" for _, key, _ in COST_COLUMNS)
+                print(f"{base:<8} {'ratio':<10}{cells}")
+    print("(CPU us: CPU time per write; ctx sw: context switches, voluntary and involuntary; invol: the "
+          "involuntary ones, from /proc, live threads only; syscalls: syscalls entered (r/w sysc: only the "
+          "read and write family, from /proc); fsyncs: fsync, "
+          "fdatasync and sync_file_range calls; flushes: the device's completed flush requests; ratio: "
+          "zabkeeper / ZooKeeper)")
+
+
+def print_idle(idle):
+    """What each ensemble does idle, per second (medians over the rounds)."""
+    cells = []
+    for name, works in idle.items():
+        rate = lambda key: statistics.median(w.get(key) or 0 for w in works) / IDLE_SECS
+        cells.append(f"{name} {rate('cpu_s') * 1000:.1f} ms of CPU, {rate('ctx'):.0f} context switches, "
+                     f"{rate('syscalls') if 'syscalls' in works[0] else rate('rw_syscalls'):.0f} syscalls")
+    print(f"idle, per second, all members (no load, {IDLE_SECS:.0f} s a round; under every phase above): "
+          + "; ".join(cells))
+
+
+def print_floor(floors, results, names, device):
+    """The floor of one write (an fdatasync and two loopback round trips,
+    measured in this run) and the 1 x 1 p50s as multiples of it."""
+    med = lambda key: statistics.median(f[key] for f in floors)
+    floor = med("floor_us")
+    print()
+    print(f"the floor of a write: fdatasync p50 {med('fdatasync_us'):.0f} us (p10 {med('fdatasync_p10_us'):.0f} us; "
+          f"a 100-byte overwrite in the data "
+          f"directories' filesystem{', /dev/' + device if device else ''}) + 2 x loopback round trip p50 "
+          f"{med('rtt_us'):.0f} us = {floor:.0f} us (median of {len(floors)} probes, next to the 1 x 1 "
+          f"phases of each system and round; they ranged {min(f['floor_us'] for f in floors):.0f}-"
+          f"{max(f['floor_us'] for f in floors):.0f} us)")
+    for base, label in (("create", "create"), ("set", "setData"), ("delete", "delete")):
+        phase = "single-" + base
+        if phase not in results:
+            continue
+        cells = []
+        for name in names:
+            p50 = statistics.median(d["p50_ms"] for d in results[phase][name])
+            cells.append(f"{name} {p50:.3f} ms = {p50 * 1000 / floor:.2f}x")
+        print(f"1 x 1 {label:<8} p50 / floor: " + ", ".join(cells))
 
 
 def scale(name, cluster, args):
@@ -269,7 +479,16 @@ def main():
                         help="skip the throughput rounds: only the figures at scale (BENCH_ONLY_SCALE=1)")
     parser.add_argument("--only-reads", action="store_true", default=os.environ.get("BENCH_ONLY_READS") == "1",
                         help="only the fresh-read comparison (BENCH_ONLY_READS=1)")
+    parser.add_argument("--only-writes", action="store_true", default=os.environ.get("BENCH_ONLY_WRITES") == "1",
+                        help="only the write phases (create, setData, delete) with their counts and the floor "
+                             "(BENCH_ONLY_WRITES=1)")
+    parser.add_argument("--no-perf", action="store_true", default=os.environ.get("BENCH_NO_PERF") == "1",
+                        help="count from /proc only, not with perf stat (BENCH_NO_PERF=1)")
+    parser.add_argument("--json", default=os.environ.get("BENCH_JSON") or None,
+                        help="also write every figure to this file as JSON (BENCH_JSON=path)")
     args = parser.parse_args()
+    if args.only_writes:
+        args.znodes = 0
     # (label prefix, sessions, requests in flight per session, operations per phase)
     shapes = [("", args.sessions, 1, args.ops), ("piped-", args.sessions, 8, args.ops),
               ("single-", 1, 1, max(args.ops // 10, 500))]
@@ -306,31 +525,50 @@ def main():
               f"1 and 8 (piped-) in flight each, then one session with one in flight (single-); "
               f"{args.size}-byte data, {args.rounds} rounds taking turns")
         results = {}
-        if not args.only_scale:
+        floors, idle = [], {}
+        clusters = {"zabkeeper": ours, "zookeeper": apache}
+        rounds = 0 if args.only_scale or args.only_reads else args.rounds
+        counting = setup_counting(args, clusters, servers) if rounds else {"counters": {}, "how": "", "device": None}
+        if not args.only_scale and not args.only_writes:
             lin.start()
             reads = fresh_reads(args, {**servers, "zabkeeper-lin": lin.hosts()})
             lin_panics = lin.stop()
             if lin_panics:
                 raise RuntimeError("zabkeeper (linearizable_reads) panicked:\n" + "\n".join(lin_panics))
-        for r in range(0 if args.only_scale or args.only_reads else args.rounds):
+        phases = WRITE_PHASES if args.only_writes else PHASES
+        for r in range(rounds):
+            # What the members do with no load at all, per second: the background under every phase.
+            for name in servers:
+                counter = counting["counters"][name]("idle")
+                counter.start()
+                time.sleep(IDLE_SECS)
+                idle.setdefault(name, []).append(counter.stop())
             for prefix, sessions, inflight, ops in shapes:
                 shape = argparse.Namespace(**{**vars(args), "ops": ops})
+                single = inflight == 1 and sessions == 1
                 for name, hosts in servers.items():
-                    docs = run_load(args.load, hosts, f"/bench-{r}-{prefix}", shape, sessions, inflight)
+                    if single:
+                        # The floor of a write on the data directories' filesystem, right before
+                        # each system's single session and after the last (the disk's latency
+                        # moves with the load the machine's other users put on it).
+                        floors.append(counts.write_floor(ours.dir, syncs=150))
+                    docs = run_load(args.load, hosts, f"/bench-{r}-{prefix}", shape, sessions, inflight,
+                                    phases if args.only_writes else None, counting["counters"][name])
                     for phase, doc in docs.items():
                         results.setdefault(prefix + phase, {}).setdefault(name, []).append(doc)
+                if single:
+                    floors.append(counts.write_floor(ours.dir, syncs=150))
         at_scale = {}
         if args.znodes > 0 and args.members > 1 and not args.only_reads:
             print(f"scale: {args.znodes} znodes of {args.size} bytes in each ensemble, one at a time")
-            clusters = {"zabkeeper": ours, "zookeeper": apache}
             for name in servers:
                 at_scale[name] = scale(name, clusters[name], args)
         finished = True
     finally:
         if apache is not None:
             apache.stop()
-        if lin.procs:
-            lin.stop()
+        # Also when it never started (--only-scale, --only-writes): that removes its directory.
+        lin.stop()
         # A failed run keeps our members' data and logs: they say why.
         panics = ours.stop(keep_dir=not finished)
         if not finished:
@@ -347,7 +585,7 @@ def main():
         print(header)
         print("-" * len(header))
     for prefix, *_ in (() if args.only_scale or args.only_reads else shapes):
-        for base in PHASES:
+        for base in phases:
             phase = prefix + base
             for name in servers:
                 print(f"{phase:<14} {name:<10} {median(phase, name, 'ops_per_sec'):>9.0f} "
@@ -359,10 +597,22 @@ def main():
                 # The issue's targets: throughput up, latency down (p50, p99 as ratios too).
                 print(f"{phase:<14} {'ratio':<10} {ratio('ops_per_sec'):>8.2f}x {ratio('p50_ms'):>7.2f}x "
                       f"{ratio('p99_ms'):>7.2f}x (zabkeeper / ZooKeeper)")
+    if results:
+        print_costs(results, shapes, list(servers), counting["how"], args.members)
+    if idle:
+        print_idle(idle)
+    if floors:
+        print_floor(floors, results, list(servers), counting["device"])
     if reads:
         print_fresh_reads(reads, args.sessions)
     if at_scale:
         print_scale(at_scale, args.znodes)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "floors": floors, "idle": idle, "device": counting["device"],
+                       "counted_with": counting["how"], "at_scale": at_scale,
+                       "reads": {f"{k[0]} {k[1]} {k[2]}": v for k, v in reads.items()}}, f, indent=1)
+        print(f"every figure: {args.json}")
     return 0
 
 

@@ -10,7 +10,10 @@
 //! with operations per second and latency percentiles. With `--keys K` the
 //! operations cycle over K nodes (overwrites of a fixed data set); with
 //! `--rate R` the whole phase is paced to R operations per second. The
-//! `probe` phase measures write pauses instead (see [`probe`]). Everything runs on one
+//! `probe` phase measures write pauses instead (see [`probe`]). With `--step` it
+//! prints `{"ready":"<phase>"}` before each phase and starts the phase only
+//! when a line arrives on stdin, so a driver can count the servers' work
+//! (CPU, context switches, syscalls, flushes) over exactly that phase. Everything runs on one
 //! thread (see [`OneThread`]), so the generator's own cost stays well below
 //! the servers' it measures.
 
@@ -64,6 +67,9 @@ struct Args {
     /// The probe phase: one probe write every this many milliseconds.
     #[arg(long, default_value_t = 10)]
     probe_every_ms: u64,
+    /// Before each phase, print `{"ready":"<phase>"}` and wait for a line on stdin (a driver's "go").
+    #[arg(long)]
+    step: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -283,6 +289,9 @@ async fn run(args: Args) -> Result<(), String> {
     }
     let per_session = args.ops.div_ceil(args.sessions);
     for &phase in &args.phases {
+        if args.step {
+            wait_for_go(phase)?;
+        }
         if phase == Phase::Probe {
             let (first, rest) = clients.split_first().ok_or("no session")?;
             probe(first.clone(), rest.to_vec(), &args).await?;
@@ -309,7 +318,7 @@ async fn run(args: Args) -> Result<(), String> {
         }
         latencies.sort();
         println!(
-            "{{\"phase\":\"{}\",\"ops\":{},\"secs\":{secs:.3},\"ops_per_sec\":{:.0},\"p50_ms\":{:.2},\"p99_ms\":{:.2}}}",
+            "{{\"phase\":\"{}\",\"ops\":{},\"secs\":{secs:.3},\"ops_per_sec\":{:.0},\"p50_ms\":{:.3},\"p99_ms\":{:.3}}}",
             phase.name(),
             latencies.len(),
             latencies.len() as f64 / secs,
@@ -321,6 +330,23 @@ async fn run(args: Args) -> Result<(), String> {
         clients[0].delete(&args.root, None).await.map_err(|e| format!("delete {}: {e}", args.root))?;
     }
     close_sessions(clients).await;
+    Ok(())
+}
+
+/// Says the sessions are ready for `phase`, then waits for the driver's line
+/// on stdin. It blocks this thread, the client's tasks too, for as long as
+/// the driver takes to start counting (well under the sessions' timeout).
+fn wait_for_go(phase: Phase) -> Result<(), String> {
+    use std::io::{BufRead, Write};
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{{\"ready\":\"{}\"}}", phase.name())
+        .and_then(|()| out.flush())
+        .map_err(|e| format!("stdout: {e}"))?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).map_err(|e| format!("stdin: {e}"))?;
+    if line.is_empty() {
+        return Err(format!("stdin closed before the {} phase", phase.name()));
+    }
     Ok(())
 }
 
