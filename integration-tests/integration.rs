@@ -8,6 +8,7 @@ mod support;
 
 mod addresses;
 mod admin;
+mod backup;
 mod client;
 mod curator;
 mod disk_faults;

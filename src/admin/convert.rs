@@ -6,7 +6,7 @@ use crate::error::ErrorCode;
 use crate::ids::Zxid;
 use crate::proto::admin as pb;
 use crate::tree::stat::StatPersisted;
-use crate::txn::{Entry, TxnBody};
+use crate::txn::{codec, Entry, TxnBody};
 
 /// An ACL list.
 pub fn acl(list: &[Acl]) -> Vec<pb::Acl> {
@@ -60,6 +60,19 @@ fn op(body: &TxnBody) -> pb::TxnOp {
 
 /// A log entry, marked committed when at or below `committed`.
 pub fn entry(e: &Entry, committed: Zxid) -> pb::LogEntry {
+    readable(e, committed, u32::try_from(size_of(e)).unwrap_or(u32::MAX))
+}
+
+/// A log entry with its bytes as the log stores them (`raw`), for a backup
+/// that replays exactly what the ensemble applied.
+pub fn entry_with_raw(e: &Entry, committed: Zxid) -> pb::LogEntry {
+    let raw = codec::encode(&e.txn);
+    let mut out = readable(e, committed, u32::try_from(raw.len()).unwrap_or(u32::MAX));
+    out.raw = raw;
+    out
+}
+
+fn readable(e: &Entry, committed: Zxid, size_bytes: u32) -> pb::LogEntry {
     let ops = match &e.txn.body {
         TxnBody::Multi(ops) => ops.iter().map(op).collect(),
         body => vec![op(body)],
@@ -70,10 +83,11 @@ pub fn entry(e: &Entry, committed: Zxid) -> pb::LogEntry {
         cxid: e.txn.cxid,
         time_ms: e.txn.time_ms,
         description: e.txn.body.to_string(),
-        size_bytes: u32::try_from(size_of(e)).unwrap_or(u32::MAX),
+        size_bytes,
         committed: e.zxid <= committed,
         r#type: kind_of(&e.txn.body).into(),
         ops,
+        raw: Vec::new(),
     }
 }
 
@@ -127,6 +141,10 @@ mod tests {
         assert_eq!((pb.ops[0].ephemeral_owner, pb.ops[0].parent_cversion, pb.ops[0].acl.len()), (7, 3, 1));
         assert_eq!((pb.ops[1].r#type.as_str(), pb.ops[1].version), ("setData", 4));
         assert!(entry(&e, Zxid::new(2, 5)).committed);
+        assert!(pb.raw.is_empty(), "raw bytes only when asked for");
+        let raw = entry_with_raw(&e, Zxid::new(2, 5));
+        assert_eq!(codec::decode(&raw.raw).expect("the stored record"), *e.txn);
+        assert_eq!((raw.size_bytes as usize, raw.ops.len()), (raw.raw.len(), 2));
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! log queries with filters and a byte budget ([`log`]), the protobuf form of
 //! transactions and snapshot nodes ([`convert`]), and read-only access to a
 //! stopped member's data directory ([`offline`]), and a member's data
-//! directory made from Apache ZooKeeper's ([`zookeeper_import`]) and back ([`zookeeper_export`]).
+//! directory made from Apache ZooKeeper's ([`zookeeper_import`]) and back ([`zookeeper_export`]),
+//! and point-in-time backups with their restore ([`backup`]).
 
+pub mod backup;
 pub mod convert;
 pub mod log;
 pub mod offline;

@@ -116,6 +116,7 @@ type Sent<T> = Result<Response<ReceiverStream<Result<T, Status>>>, Status>;
 #[tonic::async_trait]
 impl pb::admin_server::Admin for AdminService {
     type FollowStream = ReceiverStream<Result<pb::LogEntry, Status>>;
+    type FollowRawStream = ReceiverStream<Result<pb::LogEntry, Status>>;
     type SaveSnapshotStream = ReceiverStream<Result<pb::SnapshotChunk, Status>>;
     type InspectSnapshotStream = ReceiverStream<Result<pb::SnapshotNode, Status>>;
 
@@ -193,6 +194,7 @@ impl pb::admin_server::Admin for AdminService {
 
     async fn read_log(&self, request: Request<pb::ReadLogRequest>) -> Result<Response<pb::ReadLogReply>, Status> {
         let req = request.into_inner();
+        let raw = req.raw;
         let query = log::Query {
             from: Zxid(req.from_zxid),
             to: if req.to_zxid == 0 { Zxid(u64::MAX) } else { Zxid(req.to_zxid) },
@@ -206,7 +208,11 @@ impl pb::admin_server::Admin for AdminService {
         let (page, bounds) = blocking(move || Ok((log::read(&*storage, &query)?, storage.log_bounds()?))).await?;
         let (first, last) = bounds.map_or((0, 0), |(f, l)| (f.0, l.0));
         Ok(Response::new(pb::ReadLogReply {
-            entries: page.entries.iter().map(|e| convert::entry(e, committed)).collect(),
+            entries: page
+                .entries
+                .iter()
+                .map(|e| if raw { convert::entry_with_raw(e, committed) } else { convert::entry(e, committed) })
+                .collect(),
             first_zxid: first,
             last_zxid: last,
             next_zxid: page.next.map_or(0, |z| z.0),
@@ -228,72 +234,11 @@ impl pb::admin_server::Admin for AdminService {
     }
 
     async fn follow(&self, request: Request<pb::FollowRequest>) -> Sent<pb::LogEntry> {
-        let req = request.into_inner();
-        let filter = filter_of(req.path_prefix, req.session_id, req.r#type)?;
-        let mut applied = self.handle.applied.clone();
-        let start = match req.from_zxid {
-            0 => Zxid(applied.borrow().0.saturating_add(1)),
-            z => Zxid(z),
-        };
-        let storage = self.handle.storage.clone();
-        let check = storage.clone();
-        if let Err(purged) = blocking(move || log::available_from(&*check, start)).await? {
-            return Err(Status::out_of_range(purged.to_string()));
-        }
-        let (tx, rx) = mpsc::channel(64);
-        tokio::spawn(async move {
-            let mut next = start;
-            loop {
-                let bound = *applied.borrow_and_update();
-                if next <= bound {
-                    let storage = storage.clone();
-                    let filter = filter.clone();
-                    // The log on disk can trail the tree by a flush: read up
-                    // to what it holds, and come back for the rest.
-                    let step = blocking(move || {
-                        if let Err(purged) = log::available_from(&*storage, next)? {
-                            return Ok(Err(purged));
-                        }
-                        let held = storage.log_bounds()?.map_or(Zxid::ZERO, |(_, last)| last).min(bound);
-                        let query =
-                            log::Query { from: next, to: held, limit: FOLLOW_BATCH, filter, ..log::Query::default() };
-                        Ok(Ok((log::read(&*storage, &query)?, held)))
-                    })
-                    .await;
-                    let (page, held) = match step {
-                        Ok(Ok(read)) => read,
-                        Ok(Err(purged)) => {
-                            let _ = tx.send(Err(Status::out_of_range(purged.to_string()))).await;
-                            return;
-                        }
-                        Err(status) => {
-                            let _ = tx.send(Err(status)).await;
-                            return;
-                        }
-                    };
-                    for entry in &page.entries {
-                        // Only committed entries reach here (at most `bound`).
-                        if tx.send(Ok(convert::entry(entry, bound))).await.is_err() {
-                            return;
-                        }
-                    }
-                    match page.next {
-                        Some(z) => next = z,
-                        None if held >= next => next = Zxid(held.0.saturating_add(1)),
-                        None => tokio::time::sleep(Duration::from_millis(5)).await,
-                    }
-                    continue;
-                }
-                tokio::select! {
-                    changed = applied.changed() => if changed.is_err() {
-                        let _ = tx.send(Err(unavailable())).await;
-                        return;
-                    },
-                    _ = tx.closed() => return,
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
+        self.follow_entries(request.into_inner(), false).await
+    }
+
+    async fn follow_raw(&self, request: Request<pb::FollowRequest>) -> Sent<pb::LogEntry> {
+        self.follow_entries(request.into_inner(), true).await
     }
 
     async fn list_snapshots(
@@ -493,6 +438,79 @@ impl pb::admin_server::Admin for AdminService {
     ) -> Result<Response<pb::ConfigurationReply>, Status> {
         let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
         Ok(Response::new(configuration_reply(&configuration)))
+    }
+}
+
+impl AdminService {
+    /// The Follow stream, with each entry's stored bytes when `raw`.
+    async fn follow_entries(&self, req: pb::FollowRequest, raw: bool) -> Sent<pb::LogEntry> {
+        let filter = filter_of(req.path_prefix, req.session_id, req.r#type)?;
+        let mut applied = self.handle.applied.clone();
+        let start = match req.from_zxid {
+            0 => Zxid(applied.borrow().0.saturating_add(1)),
+            z => Zxid(z),
+        };
+        let storage = self.handle.storage.clone();
+        let check = storage.clone();
+        if let Err(purged) = blocking(move || log::available_from(&*check, start)).await? {
+            return Err(Status::out_of_range(purged.to_string()));
+        }
+        let (tx, rx) = mpsc::channel(64);
+        tokio::spawn(async move {
+            let mut next = start;
+            loop {
+                let bound = *applied.borrow_and_update();
+                if next <= bound {
+                    let storage = storage.clone();
+                    let filter = filter.clone();
+                    // The log on disk can trail the tree by a flush: read up
+                    // to what it holds, and come back for the rest.
+                    let step = blocking(move || {
+                        if let Err(purged) = log::available_from(&*storage, next)? {
+                            return Ok(Err(purged));
+                        }
+                        let held = storage.log_bounds()?.map_or(Zxid::ZERO, |(_, last)| last).min(bound);
+                        let query =
+                            log::Query { from: next, to: held, limit: FOLLOW_BATCH, filter, ..log::Query::default() };
+                        Ok(Ok((log::read(&*storage, &query)?, held)))
+                    })
+                    .await;
+                    let (page, held) = match step {
+                        Ok(Ok(read)) => read,
+                        Ok(Err(purged)) => {
+                            let _ = tx.send(Err(Status::out_of_range(purged.to_string()))).await;
+                            return;
+                        }
+                        Err(status) => {
+                            let _ = tx.send(Err(status)).await;
+                            return;
+                        }
+                    };
+                    for entry in &page.entries {
+                        // Only committed entries reach here (at most `bound`).
+                        let shown =
+                            if raw { convert::entry_with_raw(entry, bound) } else { convert::entry(entry, bound) };
+                        if tx.send(Ok(shown)).await.is_err() {
+                            return;
+                        }
+                    }
+                    match page.next {
+                        Some(z) => next = z,
+                        None if held >= next => next = Zxid(held.0.saturating_add(1)),
+                        None => tokio::time::sleep(Duration::from_millis(5)).await,
+                    }
+                    continue;
+                }
+                tokio::select! {
+                    changed = applied.changed() => if changed.is_err() {
+                        let _ = tx.send(Err(unavailable())).await;
+                        return;
+                    },
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }
 

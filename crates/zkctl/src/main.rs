@@ -16,6 +16,7 @@ mod input;
 mod multi;
 mod output;
 mod recipes;
+mod restore;
 mod shell;
 
 use clap::{Parser, Subcommand};
@@ -159,6 +160,12 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         zookeeper_snapshot: PathBuf,
     },
+    /// Make a member's data directory holding the state after one
+    /// transaction of a backup kept by `zkctl admin backup` (--to-zxid, or
+    /// --to-time for the last one at or before a time); or show what the
+    /// backup holds (--list, --log). Start a new ensemble on it, or read it
+    /// with the offline commands (`admin log --data-dir`, `admin snapshot inspect --data-dir`).
+    Restore(restore::RestoreArgs),
     /// Create a node and print its path (sequential nodes get a suffix).
     Create {
         /// Ephemeral: deleted when this invocation's session ends.
@@ -412,6 +419,7 @@ async fn run(mut cli: Cli) -> Exit {
             let result = import::run(&zookeeper_data, zookeeper_log_dir.as_deref(), &data_dir, &out);
             return result.unwrap_or_else(|e| out.fail(&e));
         }
+        Some(Command::Restore(args)) => return restore::run(args, &out).unwrap_or_else(|e| out.fail(&e)),
         Some(Command::Export { snapshot, data_dir, zookeeper_snapshot }) => {
             let result = import::export(snapshot.as_deref(), data_dir.as_deref(), &zookeeper_snapshot, &out);
             return result.unwrap_or_else(|e| out.fail(&e));
@@ -549,8 +557,8 @@ async fn dispatch(client: &Client, out: &Printer, command: Command, plan: Plan) 
         Command::Elect { path, value, .. } => {
             recipes::elect(client, out, &path, value.unwrap_or_default().as_bytes()).await
         }
-        Command::Admin(_) | Command::Import { .. } | Command::Export { .. } => {
-            Err(ClientError::InvalidArgument("admin, import and export commands need no session".into()))
+        Command::Admin(_) | Command::Import { .. } | Command::Export { .. } | Command::Restore(_) => {
+            Err(ClientError::InvalidArgument("admin, import, export and restore commands need no session".into()))
         }
     }
 }

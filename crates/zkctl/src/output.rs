@@ -49,21 +49,6 @@ pub fn exit_for(e: &ClientError) -> Exit {
     }
 }
 
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic Gregorian
-/// (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 /// A time in ms since the epoch as Java's `Date.toString()` in UTC, as zkCli prints it.
 pub fn format_time(ms: i64) -> String {
     const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
@@ -71,7 +56,7 @@ pub fn format_time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let days = secs.div_euclid(86_400);
     let rest = secs.rem_euclid(86_400);
-    let (year, month, day) = civil_from_days(days);
+    let (year, month, day) = zabkeeper::admin::backup::time::civil_from_days(days);
     let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
     let month_name = MONTHS[(month - 1) as usize];
     format!("{weekday} {month_name} {day:02} {:02}:{:02}:{:02} UTC {year}", rest / 3600, rest % 3600 / 60, rest % 60)

@@ -261,6 +261,15 @@ impl DataTree {
         self.set_initial_configuration(configuration, shown);
     }
 
+    /// Forgets the membership this tree holds, replicated by a
+    /// reconfiguration or not, and takes `configuration` as a configuration
+    /// file's: for a tree restored from a backup to seed a new ensemble, whose
+    /// members are its own file's, not those of the ensemble backed up.
+    pub fn reseed_configuration(&mut self, configuration: Configuration, shown: bool) {
+        self.state.configuration = None;
+        self.set_initial_configuration(configuration, shown);
+    }
+
     /// Takes the configuration file's membership until the ensemble is
     /// reconfigured (a tree that holds a replicated configuration keeps it:
     /// it wins over the file), and shows it in `/zookeeper/config` when

@@ -492,3 +492,22 @@ fn a_reconfiguration_shows_in_zookeeper_config_and_survives_a_snapshot() {
     let loaded = crate::tree::snapshot::from_chunks(chunks.iter().map(|c| c.as_ref())).expect("load");
     assert_eq!(loaded.configuration(), Some(&done), "the snapshot carries the configuration");
 }
+
+#[test]
+fn a_reseeded_configuration_replaces_even_a_reconfigured_one() {
+    use crate::members::{Configuration, Membership};
+    let mut t = T::new();
+    t.tree.set_initial_configuration(Configuration::initial(Membership::of_ids(&[1, 2, 3], &[])), true);
+    let initial = t.tree.state().configuration().unwrap().clone();
+    t.apply(SessionId::NONE, TxnBody::Reconfig(initial.enter(Membership::of_ids(&[1, 2, 3, 4], &[]))));
+    let joint = t.tree.state().configuration().unwrap().clone();
+    t.apply(SessionId::NONE, TxnBody::Reconfig(joint.complete()));
+    let fresh = Configuration::initial(Membership::of_ids(&[7, 8, 9], &[]));
+    t.tree.adopt_initial_configuration(fresh.clone(), true);
+    assert_ne!(t.tree.state().configuration(), Some(&fresh), "a file never overrides a reconfiguration");
+    t.tree.reseed_configuration(fresh.clone(), true);
+    assert_eq!(t.tree.state().configuration(), Some(&fresh), "a reseed does");
+    let text = t.tree.state().node(CONFIG_PATH).unwrap().data_value();
+    let text = std::str::from_utf8(text.as_option().unwrap()).unwrap().to_string();
+    assert!(text.contains("server.7=") && !text.contains("server.4="), "{text}");
+}

@@ -152,6 +152,7 @@ pub async fn log_command(server: &str, dialer: &Dialer, args: LogArgs, out: &Pri
         session_id: filter.session.map(|s| s.0),
         r#type: filter.kind.unwrap_or_default(),
         max_bytes: 0,
+        raw: false,
     };
     let reply = admin.read_log(request).await.map_err(|e| rpc_error(server, "read log", e))?.into_inner();
     if !out.json {

@@ -4,10 +4,11 @@
 //! followed live), snapshots (list, take, save, inspect, restore, purge),
 //! sessions, watches, members and leadership.
 
+mod backup;
 mod leader;
 mod log;
 mod member;
-mod show;
+pub(crate) mod show;
 mod snapshot;
 
 use crate::output::{Exit, Printer};
@@ -84,6 +85,11 @@ pub enum AdminCommand {
     /// The ensemble's membership: list it, add, remove or promote members.
     #[command(subcommand)]
     Member(member::MemberCommand),
+    /// Keep a point-in-time backup in a directory until interrupted: a
+    /// snapshot and every committed transaction after it (restore with
+    /// `zkctl restore`). --admin may list several members: it goes on from
+    /// another when the one it reads from goes away.
+    Backup(backup::BackupArgs),
 }
 
 pub(crate) fn parse_u64(what: &str, text: &str) -> Result<u64, ClientError> {
@@ -263,6 +269,7 @@ async fn run_inner(server: &str, dialer: &Dialer, command: AdminCommand, out: &P
         AdminCommand::Sessions { all } => sessions(server, dialer, all, out).await?,
         AdminCommand::Leader(command) => return leader::leader_command(server, dialer, command, out).await,
         AdminCommand::Member(command) => return member::member_command(server, dialer, command, out).await,
+        AdminCommand::Backup(args) => return backup::backup_command(server, dialer, args, out).await,
         AdminCommand::Watches { by_path } => {
             let mut admin = dialer.connect(server).await?;
             let reply = admin.list_watches(pb::ListWatchesRequest {}).await;
