@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 
-from zk_support import kill_pid, read_log, stop_pid
+from zk_support import cpu_seconds, kill_pid, read_log, stop_pid
 
 
 def block_device_of(path):
