@@ -19,6 +19,7 @@
 //! checksum, as if the log ended there. [`check_blobs`] runs sled's own
 //! check first, so a torn blob is an error that names the file.
 
+use crate::storage::StorageError;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
@@ -29,11 +30,19 @@ use std::sync::Mutex;
 /// The file sled 0.34 keeps its log and pages in, inside its directory.
 const DATA_FILE: &str = "db";
 /// The directory of sled's blob files.
-const BLOB_DIR: &str = "blobs";
+pub(crate) const BLOB_DIR: &str = "blobs";
+/// The file, beside sled's, that holds the highest blob known synced (its
+/// log sequence number, decimal). A blob above it may have been cut short
+/// by a crash before the flush that would have synced it, which then
+/// acknowledged nothing: sled drops such a blob at recovery. A torn blob at
+/// or below it was durable once, so it is damage.
+pub(crate) const SYNCED_MARK: &str = "blobs.synced";
 
 /// The durability half of one sled database: its files, synced on demand.
 #[derive(Debug)]
 pub(crate) struct Durable {
+    /// The database's directory (where the synced mark is kept).
+    dir: PathBuf,
     /// sled's data file. fsync acts on the file, not the descriptor, so a
     /// descriptor of our own, read-only, syncs what sled's wrote.
     data: File,
@@ -60,9 +69,12 @@ impl NewBlobs {
     /// directory is listed on every call: a blob can appear whenever a value
     /// or a page grows past sled's inline limit, and a directory's mtime is
     /// too coarse to tell one created in the same clock tick.
-    pub(crate) fn sync_new(&mut self) -> io::Result<()> {
+    /// Returns the highest blob (sled names a blob by the log sequence
+    /// number of its record) it synced now, if any.
+    pub(crate) fn sync_new(&mut self) -> io::Result<Option<u64>> {
         let listing = blob_names(&self.dir)?;
         let mut any_new = false;
+        let mut highest = None;
         let mut vanished = Vec::new();
         for name in listing.iter().filter(|name| !self.synced.contains(*name)) {
             match File::open(self.dir.join(name)) {
@@ -75,6 +87,7 @@ impl NewBlobs {
                 Err(e) => return Err(e),
             }
             any_new = true;
+            highest = highest.max(lsn_of(name));
         }
         self.synced = listing;
         for name in &vanished {
@@ -83,7 +96,7 @@ impl NewBlobs {
         if any_new {
             sync_dir(&self.dir)?;
         }
-        Ok(())
+        Ok(highest)
     }
 }
 
@@ -107,21 +120,37 @@ impl Durable {
         let present = blob_names(&dir.join(BLOB_DIR))?;
         sync_everything(dir, &data, &present)?;
         data.sync_all()?;
+        // Every blob present is durable now: the mark covers them all.
+        if let Some(highest) = present.iter().filter_map(lsn_of).max() {
+            if read_mark(dir)?.is_none_or(|mark| mark < highest) {
+                write_mark(dir, highest)?;
+            }
+        }
         let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present };
-        Ok(Durable { data, blobs: Mutex::new(blobs) })
+        Ok(Durable { dir: dir.to_path_buf(), data, blobs: Mutex::new(blobs) })
     }
 
-    /// Makes the blob files written since the last flush durable: call
-    /// before each sled flush, so the records it writes point at blobs
-    /// already on disk.
+    /// Makes the blob files written since the last flush durable, then
+    /// moves the synced mark past them: call before each sled flush, so the
+    /// records it writes point at blobs already on disk.
     pub(crate) fn before_flush(&self) -> io::Result<()> {
-        self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()
+        let synced = self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()?;
+        match synced {
+            Some(highest) => write_mark(&self.dir, highest),
+            None => Ok(()),
+        }
     }
 
-    /// Makes everything sled has flushed durable: call after each sled flush.
+    /// Makes everything sled has flushed durable: call after each sled
+    /// flush. Blobs first: one written meanwhile by another writer is then
+    /// on disk before the data file's sync can make its record durable.
     pub(crate) fn after_flush(&self) -> io::Result<()> {
+        let synced = self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()?;
         self.data.sync_data()?;
-        self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()
+        match synced {
+            Some(highest) => write_mark(&self.dir, highest),
+            None => Ok(()),
+        }
     }
 
     /// How many blob files are known synced (for tests).
@@ -208,14 +237,28 @@ pub(crate) struct TornBlob {
 /// the body, then the kind byte.
 const BLOB_HEADER: usize = 5;
 
+/// What a check of a database's blob files found, when nothing is damaged.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct BlobCheck {
+    /// Blob files found whole.
+    pub(crate) whole: usize,
+    /// Torn blob files above the synced mark: a crash cut them short before
+    /// the flush that would have synced them, so nothing acknowledged needs
+    /// them, and sled drops them at recovery.
+    pub(crate) unsynced: Vec<PathBuf>,
+}
+
 /// Checks every blob file of the sled database in `dir` as sled reads one:
-/// its header, and its CRC32 over the kind byte and the body. Returns how
-/// many it checked, or the first that fails (lowest name first, so the
-/// report does not depend on the listing's order).
-pub(crate) fn check_blobs(dir: &Path) -> io::Result<Result<usize, TornBlob>> {
+/// its header, and its CRC32 over the kind byte and the body. Returns what
+/// it found, or the first torn blob (lowest first) at or below the synced
+/// mark. Without a mark (a store of a build before the mark, until its
+/// first open here, or a snapshot's database), every torn blob counts.
+pub(crate) fn check_blobs(dir: &Path) -> io::Result<Result<BlobCheck, TornBlob>> {
     let blob_dir = dir.join(BLOB_DIR);
+    let mark = read_mark(dir)?;
     let mut names: Vec<OsString> = blob_names(&blob_dir)?.into_iter().collect();
     names.sort_by_key(|name| (name.len(), name.clone()));
+    let mut found = BlobCheck::default();
     for name in &names {
         let path = blob_dir.join(name);
         let bytes = match std::fs::read(&path) {
@@ -224,11 +267,71 @@ pub(crate) fn check_blobs(dir: &Path) -> io::Result<Result<usize, TornBlob>> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         };
-        if let Some(reason) = blob_fault(&bytes) {
-            return Ok(Err(TornBlob { path, reason }));
+        let Some(reason) = blob_fault(&bytes) else {
+            found.whole += 1;
+            continue;
+        };
+        match (mark, lsn_of(name)) {
+            (Some(mark), Some(lsn)) if lsn > mark => {
+                tracing::warn!(path = %path.display(), %reason, mark, "a blob a crash cut short before it was synced, which nothing acknowledged needs");
+                found.unsynced.push(path);
+            }
+            _ => return Ok(Err(TornBlob { path, reason })),
         }
     }
-    Ok(Ok(names.len()))
+    Ok(Ok(found))
+}
+
+/// Refuses the sled database in `dir` if one of its blob files is torn at
+/// or below its synced mark (sled would read its log only up to the record
+/// that points at it). Returns the torn blobs above the mark, which a crash
+/// left before the flush that would have synced them.
+pub(crate) fn refuse_torn_blobs(dir: &Path) -> Result<Vec<PathBuf>, StorageError> {
+    match check_blobs(dir)
+        .map_err(|e| StorageError::Io { during: "open: checking the blob files", source: e.into() })?
+    {
+        Ok(found) => Ok(found.unsynced),
+        Err(torn) => Err(StorageError::TornFile { path: torn.path.display().to_string(), reason: torn.reason }),
+    }
+}
+
+/// Refuses a torn blob above the synced mark that sled kept when it opened
+/// the database: sled drops one above its recovered log, so a blob it kept
+/// is not a crash's leftover.
+pub(crate) fn refuse_kept(unsynced: &[PathBuf]) -> Result<(), StorageError> {
+    match unsynced.iter().find(|blob| blob.exists()) {
+        Some(kept) => Err(StorageError::TornFile {
+            path: kept.display().to_string(),
+            reason: "it was written after the last synced blob and is torn, yet sled kept it".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The log sequence number a blob file is named by (sled names each by it).
+fn lsn_of(name: &OsString) -> Option<u64> {
+    name.to_str().and_then(|n| n.parse().ok())
+}
+
+/// The synced mark of the database in `dir`, if it has one.
+pub(crate) fn read_mark(dir: &Path) -> io::Result<Option<u64>> {
+    match std::fs::read_to_string(dir.join(SYNCED_MARK)) {
+        Ok(text) => text.trim().parse().map(Some).map_err(|e| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", dir.join(SYNCED_MARK).display()))
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes the synced mark durably: a new file, synced, renamed over the
+/// old, and the directory synced, so a crash leaves the old mark or the new.
+fn write_mark(dir: &Path, highest: u64) -> io::Result<()> {
+    let new = dir.join(format!("{SYNCED_MARK}.new"));
+    std::fs::write(&new, highest.to_string())?;
+    File::open(&new)?.sync_all()?;
+    std::fs::rename(&new, dir.join(SYNCED_MARK))?;
+    sync_dir(dir)
 }
 
 /// What is wrong with a blob file's `bytes`, if anything.
@@ -312,12 +415,12 @@ mod tests {
     #[test]
     fn blob_files_are_checked_as_sled_reads_them_and_a_torn_one_is_named() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        assert_eq!(check_blobs(dir.path()).expect("no blob directory"), Ok(0));
+        assert_eq!(check_blobs(dir.path()).expect("no blob directory"), Ok(BlobCheck::default()));
         let blobs = dir.path().join(BLOB_DIR);
         std::fs::create_dir(&blobs).expect("the blob directory");
         std::fs::write(blobs.join("1200"), blob(3, b"a whole value")).expect("a blob");
         std::fs::write(blobs.join("900"), blob(4, &[])).expect("a blob with an empty body");
-        assert_eq!(check_blobs(dir.path()).expect("check"), Ok(2));
+        assert_eq!(check_blobs(dir.path()).expect("check").map(|c| c.whole), Ok(2));
 
         let mut torn = blob(3, b"a value cut short by a crash");
         torn.truncate(torn.len() - 4);
@@ -330,6 +433,29 @@ mod tests {
         let found = check_blobs(dir.path()).expect("check").expect_err("one torn blob");
         assert_eq!(found.path, blobs.join("88000"));
         assert!(found.reason.contains("3 bytes, shorter than a blob header"), "{}", found.reason);
+    }
+
+    #[test]
+    fn a_torn_blob_above_the_synced_mark_is_a_crash_leftover_and_at_or_below_it_damage() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
+        let blobs = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blobs).expect("the blob directory");
+        std::fs::write(blobs.join("500"), blob(3, b"synced before its flush")).expect("a blob");
+        let durable = Durable::open(dir.path()).expect("open");
+        assert_eq!(read_mark(dir.path()).expect("mark"), Some(500), "what open found is synced");
+        std::fs::write(blobs.join("900"), blob(3, b"written since")).expect("a new blob");
+        durable.before_flush().expect("sync");
+        assert_eq!(read_mark(dir.path()).expect("mark"), Some(900), "the mark moves past what a flush synced");
+
+        // A crash cuts a blob written after the last flush: no acknowledged record points at it.
+        std::fs::write(blobs.join("1300"), b"").expect("an empty blob, as delayed allocation leaves one");
+        let found = check_blobs(dir.path()).expect("check").expect("a leftover, not damage");
+        assert_eq!((found.whole, found.unsynced), (2, vec![blobs.join("1300")]));
+        // A blob at or below the mark was durable once: torn now, it is damage.
+        std::fs::write(blobs.join("900"), &blob(3, b"written since")[..6]).expect("tear a synced blob");
+        let torn = check_blobs(dir.path()).expect("check").expect_err("damage");
+        assert_eq!(torn.path, blobs.join("900"));
     }
 
     #[test]

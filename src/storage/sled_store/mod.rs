@@ -72,10 +72,10 @@ pub(crate) const INDEX_TREE: &str = "snapshot_index";
 pub(crate) const ACCEPTED_EPOCH: &str = "accepted_epoch";
 /// Meta key of currentEpoch.
 pub(crate) const CURRENT_EPOCH: &str = "current_epoch";
-/// Meta key of the last zxid of the newest log run large enough that sled
-/// may keep it in a blob file: the log must reach it (see
-/// [`SledStorage::check_blob_runs`]).
-pub(crate) const BLOB_RUN_END: &str = "blob_run_end";
+/// Name of the tree that lists the log's large runs, by key: each is one
+/// transaction that sled may keep in a blob file, so each must still be in
+/// the log at open (see [`SledStorage::check_large_runs`]).
+pub(crate) const LARGE_RUN_TREE: &str = "large_runs";
 /// Meta key identifying the store's format.
 const FORMAT_KEY: &str = "format";
 /// The value of [`FORMAT_KEY`] (and of the sidecar file) this build writes and reads.
@@ -127,6 +127,11 @@ pub struct SledStorage {
     durable: Arc<durable::Durable>,
     log: sled::Tree,
     meta: sled::Tree,
+    /// The large runs' keys (see [`LARGE_RUN_TREE`]).
+    large_runs: sled::Tree,
+    /// Large runs appended since the last flush: listed at the flush, after
+    /// their blobs are synced, so a listed run's blob was durable once.
+    large_pending: Arc<Mutex<Vec<Zxid>>>,
     snaps: Arc<Snapshots>,
     path: Arc<PathBuf>,
     /// Serializes snapshot writes and purges: a background save and a
@@ -202,7 +207,8 @@ impl SledStorage {
                 let name = name.to_string_lossy();
                 // A crash while sled creates its files leaves some of them: not foreign.
                 let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR | SNAPSHOT_DIR)
-                    || name.starts_with("snap.");
+                    || name.starts_with("snap.")
+                    || name.starts_with(durable::SYNCED_MARK);
                 if !sleds {
                     return Err(not_a_store(&format!("it holds {name:?}, which is not part of a sled database")));
                 }
@@ -211,7 +217,7 @@ impl SledStorage {
                 return Err(not_a_store("its sled database files are missing"));
             }
         }
-        refuse_torn_blobs(path)?;
+        let unsynced = durable::refuse_torn_blobs(path)?;
         guarded("open", || {
             // Durability is the caller's: it flushes once per batch (group
             // commit), so sled's own periodic fsync would only add disk work.
@@ -222,10 +228,13 @@ impl SledStorage {
                 .flush_every_ms(None)
                 .segment_size(segment_size);
             let db = open_retrying(&config)?;
+            durable::refuse_kept(&unsynced)?;
             let durable = durable::Durable::open(path).map_err(fs_io("open: syncing the database files"))?;
             let store = SledStorage {
                 log: db.open_tree(LOG_TREE).map_err(io("open: log tree"))?,
                 meta: db.open_tree(META_TREE).map_err(io("open: meta tree"))?,
+                large_runs: db.open_tree(LARGE_RUN_TREE).map_err(io("open: large run tree"))?,
+                large_pending: Arc::new(Mutex::new(Vec::new())),
                 db,
                 durable: Arc::new(durable),
                 snaps: Arc::new(Snapshots::new(path)),
@@ -235,14 +244,23 @@ impl SledStorage {
             };
             let snapshots_exist = store.check_format(has_sidecar)?;
             store.open_snapshots(snapshots_exist)?;
-            store.check_blob_runs()?;
+            store.check_large_runs()?;
             Ok(store)
         })
     }
 
     /// Flushes the log's database and makes what it wrote durable.
+    /// Flushes the log's database and makes what it wrote durable: the
+    /// blobs written since the last flush first, then the large runs they
+    /// hold are listed, then sled's flush and the data file's sync.
     fn flush_durably(&self, during: &'static str) -> Result<(), StorageError> {
-        flush_durably(&self.db, &self.durable, during)
+        self.durable.before_flush().map_err(fs_io(during))?;
+        let pending = std::mem::take(&mut *self.large_pending.lock().unwrap_or_else(PoisonError::into_inner));
+        for zxid in pending {
+            self.large_runs.insert(log_key(zxid), &[]).map_err(io(during))?;
+        }
+        self.db.flush().map_err(io(during))?;
+        self.durable.after_flush().map_err(fs_io(during))
     }
 
     /// The directory of the store.
@@ -312,7 +330,7 @@ impl SledStorage {
                 })
             }
             None => {
-                let ours = [LOG_TREE, META_TREE, CHUNK_TREE, INDEX_TREE];
+                let ours = [LOG_TREE, META_TREE, LARGE_RUN_TREE, CHUNK_TREE, INDEX_TREE];
                 let foreign = self.db.tree_names().into_iter().find(|name| {
                     name.as_ref() != DEFAULT_TREE && !ours.iter().any(|ours| name.as_ref() == ours.as_bytes())
                 });
@@ -694,22 +712,6 @@ fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
         std::fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
-}
-
-/// Flushes `db` and makes what it wrote durable with `durable`, its files.
-fn flush_durably(db: &sled::Db, durable: &durable::Durable, during: &'static str) -> Result<(), StorageError> {
-    durable.before_flush().map_err(fs_io(during))?;
-    db.flush().map_err(io(during))?;
-    durable.after_flush().map_err(fs_io(during))
-}
-
-/// Refuses the sled database in `dir` if one of its blob files is torn
-/// (sled would read its log only up to the record that points at it).
-pub(crate) fn refuse_torn_blobs(dir: &Path) -> Result<(), StorageError> {
-    match durable::check_blobs(dir).map_err(fs_io("open: checking the blob files"))? {
-        Ok(_) => Ok(()),
-        Err(torn) => Err(StorageError::TornFile { path: torn.path.display().to_string(), reason: torn.reason }),
-    }
 }
 
 /// A sled scan that checks keys strictly increase: sled 0.34 can revisit

@@ -10,7 +10,7 @@
 //! Values of the store's first format, one sealed transaction per key, are
 //! still read as runs of one.
 
-use super::{hex, io, log_key, ordered, zxid_of, SledStorage, BLOB_RUN_END, LOG_TREE, META_TREE};
+use super::{durable, hex, io, log_key, ordered, zxid_of, SledStorage, LARGE_RUN_TREE, LOG_TREE};
 use crate::ids::Zxid;
 use crate::storage::{Scan, StorageError};
 use crate::txn::{codec, Entry, Txn};
@@ -99,25 +99,28 @@ impl SledStorage {
         }
     }
 
-    /// Refuses a log that ends before the last large run written: sled
-    /// keeps such a run in a blob file, and skips its record without a word
-    /// when the file is gone, so the log would end early and forget entries
-    /// that may have been acknowledged.
-    pub(super) fn check_blob_runs(&self) -> Result<(), StorageError> {
-        let Some(value) = self.meta.get(BLOB_RUN_END).map_err(io("open: reading the large run's end"))? else {
-            return Ok(());
-        };
-        let end = zxid_of(META_TREE, &value)?;
-        let reached = self.last_log()?.max(self.newest_snapshot());
-        if reached >= end {
-            return Ok(());
+    /// Refuses a log that lost a large run it listed: sled keeps such a run
+    /// in a blob file and skips its record without a word when the file is
+    /// gone, which would leave a hole the log's own checks miss at the end
+    /// of the log or of an epoch. Runs the newest snapshot covers need not
+    /// be in the log any more.
+    pub(super) fn check_large_runs(&self) -> Result<(), StorageError> {
+        let covered = self.newest_snapshot();
+        for item in
+            ordered(LARGE_RUN_TREE, "open: reading the large runs", self.large_runs.range(super::after(covered)))
+        {
+            let (key, _) = item?;
+            let zxid = zxid_of(LARGE_RUN_TREE, &key)?;
+            if !self.log.contains_key(&key).map_err(io("open: reading the log"))? {
+                return Err(StorageError::TornFile {
+                    path: self.path.join(durable::BLOB_DIR).display().to_string(),
+                    reason: format!(
+                        "the log held transaction {zxid} in a run sled keeps as a blob file, and the run is gone (its blob file is missing)"
+                    ),
+                });
+            }
         }
-        Err(StorageError::TornFile {
-            path: self.path.join("blobs").display().to_string(),
-            reason: format!(
-                "the log was written up to {end} in a run sled keeps as a blob file, which is missing; the log ends at {reached}"
-            ),
-        })
+        Ok(())
     }
 
     /// The first and last logged zxids.
@@ -178,15 +181,11 @@ impl SledStorage {
                 end += 1;
             }
             let run = &entries[start..end];
-            let value = encode(run);
-            let large = value.len() > self.run_bytes;
-            self.log.insert(log_key(run[0].zxid), value).map_err(io("appending to the log"))?;
-            if large {
-                // In the same flush as the run, and after it in sled's log:
-                // once this is durable, the run's record is too, and its
-                // blob file (synced before the flush) must be there.
-                let last = run[end - start - 1].zxid;
-                self.meta.insert(BLOB_RUN_END, &log_key(last)).map_err(io("appending to the log"))?;
+            self.log.insert(log_key(run[0].zxid), encode(run)).map_err(io("appending to the log"))?;
+            if bytes > self.run_bytes {
+                // Only a run of one transaction outgrows the cap. Listed at
+                // the flush, once its blob is synced (see `flush_durably`).
+                self.large_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(run[0].zxid);
             }
             start = end;
         }
@@ -195,13 +194,14 @@ impl SledStorage {
 
     /// Removes every entry above `zxid`, shortening the run that holds it.
     pub(super) fn truncate_runs_after(&self, zxid: Zxid) -> Result<(), StorageError> {
-        if let Some(end) = self.meta.get(BLOB_RUN_END).map_err(io("truncating the log"))? {
-            if zxid_of(META_TREE, &end)? > zxid {
-                // Before the runs go: a crash between the two leaves the
-                // check off, never pointing past the log.
-                self.meta.remove(BLOB_RUN_END).map_err(io("truncating the log"))?;
-            }
+        // Unlisted before the runs go: a crash between the two leaves a run
+        // unchecked, never a listed run missing.
+        self.large_pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|z| *z <= zxid);
+        let mut unlisted = Batch::default();
+        for item in ordered(LARGE_RUN_TREE, "truncating the log", self.large_runs.range(super::after(zxid))) {
+            unlisted.remove(item?.0);
         }
+        self.large_runs.apply_batch(unlisted).map_err(io("truncating the log"))?;
         let mut batch = Batch::default();
         if let Some(item) = self.log.range(..=log_key(zxid)).next_back() {
             let (key, value) = item.map_err(io("truncating the log"))?;
@@ -252,6 +252,11 @@ impl SledStorage {
             }
             // One batch: a crash keeps the run whole or its tail, never a hole.
             self.log.apply_batch(batch).map_err(io("purging the log"))?;
+        }
+        // After the runs: the newest snapshot covers them, so the check
+        // skips them meanwhile.
+        for item in ordered(LARGE_RUN_TREE, "purging the log", self.large_runs.range(..=log_key(zxid))) {
+            self.large_runs.remove(item?.0).map_err(io("purging the log"))?;
         }
         Ok(removed)
     }

@@ -622,11 +622,16 @@ impl SledStorage {
         for item in ordered(LOG_TREE, "clearing the log", self.log.iter()) {
             log_batch.remove(item?.0);
         }
-        (&self.log, &self.meta)
-            .transaction(|(log, meta)| {
+        let mut unlisted = Batch::default();
+        for item in ordered(LARGE_RUN_TREE, "clearing the log", self.large_runs.iter()) {
+            unlisted.remove(item?.0);
+        }
+        self.large_pending.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        (&self.log, &self.meta, &self.large_runs)
+            .transaction(|(log, meta, large_runs)| {
                 log.apply_batch(&log_batch)?;
+                large_runs.apply_batch(&unlisted)?;
                 meta.remove(INSTALLING)?;
-                meta.remove(BLOB_RUN_END)?;
                 Ok(())
             })
             .map_err(tx_err("installing a snapshot"))?;
