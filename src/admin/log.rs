@@ -214,6 +214,24 @@ pub fn available_from(storage: &dyn Storage, from: Zxid) -> Result<Result<(), Pu
     Ok(Err(Purged { from, snapshot, first: first.unwrap_or(Zxid::ZERO) }))
 }
 
+/// Whether this member's history holds `zxid` itself, as a log entry or as
+/// the zxid of a snapshot: then what its log holds after `zxid` follows it
+/// with nothing left out. Zero, the start of history, is always held. A
+/// member that took a leader's snapshot (SNAP) past `zxid` keeps older
+/// snapshots but no log between them and the leader's, so a scan from
+/// `zxid` there would skip what lies between.
+pub fn holds(storage: &dyn Storage, zxid: Zxid) -> Result<bool, StorageError> {
+    if zxid == Zxid::ZERO || storage.snapshots()?.iter().any(|s| s.zxid == zxid) {
+        return Ok(true);
+    }
+    let mut found = false;
+    storage.scan_log(Scan::From(zxid), &mut |entry| {
+        found = entry.zxid == zxid;
+        false
+    })?;
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +346,28 @@ mod tests {
         assert_eq!(available_from(&s, z(16)).unwrap(), Ok(()));
         assert_eq!(available_from(&s, z(21)).unwrap(), Ok(()), "the future is not purged");
         assert_eq!(available_from(&s, z(12)).unwrap(), Err(Purged { from: z(12), snapshot: z(15), first: z(16) }));
+    }
+
+    #[test]
+    fn a_member_holds_a_zxid_in_its_log_or_as_a_snapshot_and_not_across_a_leaders_snapshot() {
+        let s = store(20);
+        assert!(holds(&s, Zxid::ZERO).unwrap(), "the start of history");
+        assert!(holds(&s, z(7)).unwrap() && holds(&s, z(20)).unwrap());
+        assert!(!holds(&s, z(21)).unwrap(), "not yet written");
+        // A leader's snapshot (SNAP) at 1.30 replaces the log: 1.21..=1.29 never
+        // reached this member, though a scan from 1.21 would start at 1.31.
+        let (chunks, _) = crate::tree::snapshot::to_chunks(DataTree::new().state(), 1 << 20);
+        s.save_snapshot(z(10), &chunks).unwrap();
+        s.apply(&[StorageOp::InstallSnapshot { zxid: z(30), chunks: chunks.clone() }]).unwrap();
+        let later: Vec<Entry> = (31..=33)
+            .map(|i| {
+                let body = TxnBody::Delete { path: format!("/a/{i}") };
+                Entry::new(z(i), Txn { session: SessionId(1), cxid: i as i32, time_ms: 0, body })
+            })
+            .collect();
+        s.apply(&[StorageOp::Append(later)]).unwrap();
+        assert!(holds(&s, z(10)).unwrap() && holds(&s, z(30)).unwrap() && holds(&s, z(32)).unwrap());
+        assert!(!holds(&s, z(20)).unwrap(), "its old log went with the leader's snapshot");
+        assert_eq!(available_from(&s, z(21)).unwrap(), Ok(()), "which the purge check alone does not see");
     }
 }

@@ -455,6 +455,18 @@ impl AdminService {
         if let Err(purged) = blocking(move || log::available_from(&*check, start)).await? {
             return Err(Status::out_of_range(purged.to_string()));
         }
+        if raw && req.from_zxid != 0 {
+            // A backup goes on from the last transaction it holds: this
+            // member must hold that one too, or what it streams after it
+            // may leave some out (see `log::holds`).
+            let after = Zxid(start.0 - 1);
+            let check = storage.clone();
+            if !blocking(move || log::holds(&*check, after)).await? {
+                return Err(Status::out_of_range(format!(
+                    "this member does not hold {after}, the transaction the stream would follow (it took a leader's snapshot past it, or purged it)"
+                )));
+            }
+        }
         let (tx, rx) = mpsc::channel(64);
         tokio::spawn(async move {
             let mut next = start;

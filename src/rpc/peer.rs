@@ -443,8 +443,9 @@ impl Caller {
 #[tonic::async_trait]
 impl pb::peer_server::Peer for PeerService {
     async fn notify(&self, request: Request<pb::Notification>) -> Result<Response<pb::NotifyAck>, tonic::Status> {
-        // Before anything of the message is read: a version not spoken here
-        // may give it another meaning.
+        // Before the message is decoded (only its sender's id is read, to
+        // name it in a refusal): a version not spoken here may give it
+        // another meaning.
         let version = self.agree(&request, Some(request.get_ref().from))?;
         let (from, msg) =
             notification_from_pb(request.get_ref()).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;

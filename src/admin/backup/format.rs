@@ -267,6 +267,17 @@ impl Frames {
         }
         let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
         let stored = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+        if len == 0 {
+            // Never written (every record and chunk has a body), though its
+            // checksum would pass: zeros to the end are a file a crash grew
+            // before its bytes landed, a torn tail; anything else is damage.
+            let mut rest = Vec::new();
+            self.file.read_to_end(&mut rest).map_err(io_err(&self.path))?;
+            if stored == 0 && rest.iter().all(|b| *b == 0) {
+                return Err(torn(format!("{} zero bytes to the end of the file", FRAME_HEAD + rest.len())));
+            }
+            return Err(FormatError::Corrupt { path: self.path.clone(), offset, reason: "an empty frame".into() });
+        }
         if len > MAX_FRAME {
             return Err(FormatError::Corrupt {
                 path: self.path.clone(),
@@ -401,6 +412,17 @@ mod tests {
         }
         let message = all(&path).expect_err("torn").to_string();
         assert!(message.contains("t.zkb") && message.contains(&format!("offset {second}")), "{message}");
+        // A file a crash grew before its bytes landed ends in zeros: torn, not corrupt.
+        let mut grown = whole.clone();
+        grown.extend_from_slice(&[0; 40]);
+        std::fs::write(&path, &grown).expect("grow");
+        match all(&path) {
+            Err(FormatError::Torn { offset, .. }) => assert_eq!(offset, whole.len() as u64),
+            other => panic!("a zero-filled tail: {other:?}"),
+        }
+        grown[whole.len() + 20] = 1;
+        std::fs::write(&path, &grown).expect("damage");
+        assert!(matches!(all(&path), Err(FormatError::Corrupt { .. })), "an empty frame before other bytes is damage");
     }
 
     #[test]

@@ -26,6 +26,24 @@ use std::path::{Path, PathBuf};
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "backup.json";
+/// The file a writing backup holds locked (see [`lock_for_writing`]).
+pub const LOCK: &str = "backup.lock";
+
+/// Takes the backup directory `dir` (made if absent) for one writer, for as
+/// long as the returned file stays open: a second `zkctl admin backup` on
+/// the same directory would interleave its appends with the first's and
+/// prune the first's files.
+pub fn lock_for_writing(dir: &Path) -> Result<std::fs::File, BackupError> {
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let path = dir.join(LOCK);
+    let file =
+        std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(BackupError::Busy { dir: dir.to_path_buf() }),
+        Err(e) => Err(io_err(&path)(e.into())),
+    }
+}
 
 /// What went wrong keeping or reading a backup.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +106,7 @@ pub enum BackupError {
         last: Zxid,
     },
     /// A transaction arrived that does not follow the last one held.
-    #[error("transaction {zxid} does not follow {last}, the last one the backup holds, in the same epoch")]
+    #[error("transaction {zxid} does not follow {last}, the last one the backup holds (the next in its epoch, or the first, counter 1, of a later one)")]
     OutOfOrder {
         /// The zxid that arrived.
         zxid: Zxid,
@@ -149,6 +167,12 @@ pub enum BackupError {
     /// Writing the data directory failed (or it is not empty).
     #[error(transparent)]
     Offline(#[from] OfflineError),
+    /// Another process keeps this backup directory.
+    #[error("{dir} is kept by another backup process (it holds {LOCK} locked)")]
+    Busy {
+        /// The directory.
+        dir: PathBuf,
+    },
     /// The config file given for the restored ensemble cannot be used.
     #[error("--config {path}: {reason}")]
     Config {
@@ -282,7 +306,8 @@ impl Catalog {
     /// Makes `dir` a backup (absent or empty: writes the manifest) or opens it.
     pub fn create_or_open(dir: &Path) -> Result<Catalog, BackupError> {
         let empty = match std::fs::read_dir(dir) {
-            Ok(mut items) => items.next().is_none(),
+            // The writer's lock may be there already (see `lock_for_writing`).
+            Ok(mut items) => items.all(|item| item.is_ok_and(|i| i.file_name() == LOCK)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
             Err(source) => return Err(io_err(dir)(source)),
         };

@@ -102,13 +102,17 @@ fn zxid_at_time(catalog: &Catalog, time_ms: i64) -> Result<Zxid, BackupError> {
             Ok(_) => return Ok(best),
             // After a gap the history goes on from the snapshot the backup
             // started over from, if it was taken in time.
-            Err(BackupError::Gap { prev, .. }) => match catalog.snapshots.iter().find(|s| s.zxid == prev) {
-                Some(s) if s.time_ms <= time_ms => {
-                    best = s.zxid;
-                    at = s.zxid;
+            Err(gap @ BackupError::Gap { .. }) => {
+                let BackupError::Gap { prev, .. } = gap else { unreachable!("matched as a gap") };
+                match catalog.snapshots.iter().find(|s| s.zxid == prev) {
+                    Some(s) if s.time_ms <= time_ms => {
+                        best = s.zxid;
+                        at = s.zxid;
+                    }
+                    // The state at that time may lie in the missing span: refused, as for a zxid.
+                    _ => return Err(gap),
                 }
-                _ => return Ok(best),
-            },
+            }
             // A torn end is where the history stops, for a time as for a zxid.
             Err(BackupError::Format(FormatError::Torn { path, .. }))
                 if catalog.txn_files.last().is_some_and(|f| f.path == path) =>

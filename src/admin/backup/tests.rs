@@ -134,7 +134,14 @@ fn a_reopened_backup_goes_on_without_a_gap_or_a_duplicate() {
         writer.append(z, &crate::txn::codec::encode(&t)).expect("append");
         tree.apply(z, &t);
     }
-    // A new epoch starts wherever its leader starts.
+    // A later epoch starts at its counter 1: a stream that starts further
+    // on (a member that took a leader's snapshot past what the backup
+    // holds) has skipped some, and is refused.
+    let mid_epoch = Txn { time_ms: time_of(Zxid::new(2, 5)), ..txn(Zxid::new(1, 25)) };
+    assert!(matches!(
+        writer.append(Zxid::new(2, 5), &crate::txn::codec::encode(&mid_epoch)),
+        Err(BackupError::OutOfOrder { .. })
+    ));
     let next = Txn { time_ms: time_of(Zxid::new(2, 1)), ..txn(Zxid::new(1, 25)) };
     writer.append(Zxid::new(2, 1), &crate::txn::codec::encode(&next)).expect("a new epoch");
     tree.apply(Zxid::new(2, 1), &next);
@@ -248,9 +255,11 @@ fn a_backup_that_starts_over_leaves_a_gap_that_restore_refuses() {
     );
     let listed = restore::list(&Catalog::open(dir.path()).expect("open")).expect("list");
     assert!(listed.iter().any(|l| l.problem.as_deref().is_some_and(|p| p.contains("not held"))), "{listed:?}");
-    // By time: inside the gap is the last transaction before it.
+    // By time: the state at a time in the gap is not held either (what the
+    // missing transactions did before it is unknown), so it is refused too.
     let at = |t| plan(&Catalog::open(dir.path()).expect("open"), Target::Time(t)).map(|p| p.target);
-    assert_eq!(at(time_of(Zxid::new(1, 11))).expect("a time in the gap"), Zxid::new(1, 8));
+    assert_eq!(at(time_of(Zxid::new(1, 7))).expect("before the gap"), Zxid::new(1, 7));
+    assert!(matches!(at(time_of(Zxid::new(1, 11))), Err(BackupError::Gap { .. })), "a time in the gap");
     assert_eq!(at(time_of(Zxid::new(1, 15)) + 5).expect("after it"), Zxid::new(1, 15));
 }
 
@@ -319,4 +328,17 @@ fn a_zxid_between_epochs_is_no_transaction() {
         matches!(e, BackupError::NotATransaction { before, after, .. } if before == Zxid::new(1, 4) && after == Zxid::new(3, 1)),
         "{e}"
     );
+}
+
+#[test]
+fn one_writer_keeps_a_directory_and_its_lock_does_not_make_it_a_backup() {
+    let dir = tempfile::tempdir().expect("dir");
+    let backup_dir = dir.path().join("b");
+    let held = lock_for_writing(&backup_dir).expect("the first writer");
+    assert!(matches!(lock_for_writing(&backup_dir), Err(BackupError::Busy { .. })), "a second writer is refused");
+    // The lock alone is an empty directory: the writer makes it a backup.
+    Catalog::create_or_open(&backup_dir).expect("made a backup beside its lock");
+    assert!(backup_dir.join(MANIFEST).is_file());
+    drop(held);
+    lock_for_writing(&backup_dir).expect("free again once the first lets go");
 }

@@ -171,9 +171,11 @@ impl Writer {
         if zxid <= self.last {
             return Ok(false);
         }
-        // Within an epoch committed zxids are consecutive; a new epoch's
-        // first one follows whatever the last epoch committed last.
-        if zxid.epoch() == self.last.epoch() && zxid.0 != self.last.0 + 1 {
+        // Within an epoch committed zxids are consecutive, and every epoch's
+        // first transaction is its counter 1 (a leader numbers its epoch's
+        // proposals from 1): anything else means some were not sent.
+        let follows = if zxid.epoch() == self.last.epoch() { zxid.0 == self.last.0 + 1 } else { zxid.counter() == 1 };
+        if !follows {
             return Err(BackupError::OutOfOrder { zxid, last: self.last });
         }
         let txn = codec::decode(raw).map_err(|source| BackupError::Txn {

@@ -90,6 +90,8 @@ pub async fn backup_command(
     };
     let dir = args.to;
     let backup_err = |e: BackupError| ClientError::InvalidArgument(format!("backup: {e}"));
+    // Held until the command ends: one writer per backup directory.
+    let _lock = zabkeeper::admin::backup::lock_for_writing(&dir).map_err(backup_err)?;
     let mut writer = match Writer::open(&dir, options).map_err(backup_err)? {
         Some((writer, reopened)) => {
             if let Some((file, offset)) = &reopened.truncated {
@@ -215,7 +217,6 @@ async fn follow_member(
                 }
             },
         };
-        *failing_since = None;
         say(
             out,
             "following",
@@ -250,7 +251,12 @@ async fn follow_member(
                 Err(_) => {
                     // Quiet: fine while the member serves (no writes), not if it stopped.
                     match dialer.status(addr).await {
-                        Ok(s) if s.serving => continue,
+                        Ok(s) if s.serving => {
+                            // Only a member that serves resets the clock of --give-up-after-s:
+                            // one that opens a stream and then fails must not.
+                            *failing_since = None;
+                            continue;
+                        }
                         Ok(_) => return Stop::Member("it stopped serving".into()),
                         Err(e) => return member(e),
                     }
@@ -262,7 +268,7 @@ async fn follow_member(
                 )));
             }
             match w.append(Zxid(entry.zxid), &entry.raw) {
-                Ok(_) => dirty = true,
+                Ok(_) => (dirty, *failing_since) = (true, None),
                 Err(e @ BackupError::OutOfOrder { .. }) => return Stop::Member(e.to_string()),
                 Err(e) => return fatal(e),
             }
