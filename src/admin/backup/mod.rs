@@ -183,7 +183,8 @@ pub enum BackupError {
     },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
+/// Maps an I/O error on `path` to the backup's error.
+pub(super) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
     move |source| BackupError::Format(FormatError::Io { path: path.to_path_buf(), source })
 }
 

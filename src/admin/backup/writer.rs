@@ -6,7 +6,7 @@
 //! nothing is skipped or held twice.
 
 use super::format::{self, FormatError, Header, Kind};
-use super::{read_snapshot, snapshot_name, txns_name, BackupError, Catalog, SnapshotFile, TxnFile};
+use super::{io_err, read_snapshot, snapshot_name, txns_name, BackupError, Catalog, SnapshotFile, TxnFile};
 use crate::ids::Zxid;
 use crate::tree::snapshot::{Chunks, Reader};
 use crate::tree::DataTree;
@@ -65,10 +65,6 @@ pub struct Writer {
     last_time_ms: i64,
     since_snapshot: u64,
     open: Option<Open>,
-}
-
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BackupError + '_ {
-    move |source| BackupError::Format(FormatError::Io { path: path.to_path_buf(), source })
 }
 
 impl Writer {
