@@ -5,7 +5,9 @@
 //! --to-zxid` (the zxid found in the backup's own listing) and `--to-time`
 //! make data directories that a 1-member and a 3-member ensemble start on,
 //! and each serves exactly the tree (data, Stat, ACL) the clients read
-//! before the delete. Every wait is bounded in count and time.
+//! before the delete. A backup away while every member purges the log it
+//! needs starts over from a fresh snapshot, and a restore into the span it
+//! lacks is refused. Every wait is bounded in count and time.
 
 use crate::support::{cli_binary, connect, runtime, serial, Ensemble, Settings};
 use serde_json::Value;
@@ -47,6 +49,32 @@ struct Backup {
 }
 
 impl Backup {
+    /// Starts `zkctl admin backup --to DIR` on the members `admins`, its
+    /// events (JSON) going to `out`, with `extra` arguments.
+    fn start(admins: &str, dir: &Path, out: &Path, extra: &[&str]) -> Backup {
+        let errors = out.with_extension("err");
+        let child = Command::new(cli_binary())
+            .args(["--json", "--timeout-ms", "3000", "--admin", admins, "admin", "backup"])
+            .args(["--to", dir.to_str().expect("utf-8"), "--file-mib", "1"])
+            .args(extra)
+            .stdout(std::fs::File::options().create(true).append(true).open(out).expect("output file"))
+            .stderr(std::fs::File::create(errors).expect("error file"))
+            .env_remove("ZKCTL_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start the backup");
+        Backup { child: Some(child), out: out.to_path_buf() }
+    }
+
+    /// Waits (bounded) until it has printed an event `event`, `count` in all.
+    fn wait_event(&self, event: &str, count: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.events().iter().filter(|e| e["event"] == event).count() < count {
+            assert!(Instant::now() < deadline, "no `{event}` event (#{count}): {:?}", self.events());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Its events so far (one JSON document per line).
     fn events(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
@@ -151,17 +179,7 @@ fn a_backup_survives_a_member_kill_and_restores_to_just_before_a_recursive_delet
     let home = tempfile::tempdir().expect("a directory for the backup");
     let dir = home.path().join("backup");
     let out = home.path().join("backup.out");
-    let child = Command::new(cli_binary())
-        .args(["--json", "--timeout-ms", "3000", "--admin", &admins, "admin", "backup"])
-        .args(["--to", dir.to_str().expect("utf-8"), "--snapshot-every", "250"])
-        .args(["--keep-snapshots", "2", "--file-mib", "1"])
-        .stdout(std::fs::File::create(&out).expect("output file"))
-        .stderr(std::fs::File::create(home.path().join("backup.err")).expect("error file"))
-        .env_remove("ZKCTL_ADMIN_TOKEN")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("start the backup");
-    let mut backup = Backup { child: Some(child), out };
+    let mut backup = Backup::start(&admins, &dir, &out, &["--snapshot-every", "250", "--keep-snapshots", "2"]);
     let leader_admin = ensemble.admin(leader);
     let following =
         |b: &Backup, member: &str| b.events().iter().any(|e| e["event"] == "following" && e["member"] == member);
@@ -305,4 +323,85 @@ fn assert_tree(expected: &Tree, got: &Tree, what: &str) {
     for (path, want) in expected {
         assert_eq!(&got[path], want, "{what}: {path}");
     }
+}
+
+#[test]
+fn a_backup_away_while_the_members_purge_starts_over_and_restore_refuses_the_gap() {
+    let _serial = serial();
+    let ensemble = Ensemble::start(3);
+    let rt = runtime();
+    let admins = ensemble.ids().into_iter().map(|id| ensemble.admin(id)).collect::<Vec<_>>().join(",");
+    let home = tempfile::tempdir().expect("a directory for the backup");
+    let dir = home.path().join("backup");
+    let out = home.path().join("backup.out");
+    let grpc = ensemble.grpc(&ensemble.ids());
+    let write = |from: u32, to: u32| {
+        rt.block_on(async {
+            let c = connect(&grpc).await;
+            for i in from..to {
+                let path = format!("/n{i:04}");
+                c.create(&path, b"x", CreateMode::Persistent, &Acl::open_unsafe()).await.expect("create");
+            }
+            c.sync("/").await.expect("sync");
+        })
+    };
+    let leader = rt.block_on(ensemble.leader(Duration::from_secs(10)));
+
+    // Backed up, then stopped.
+    let mut backup = Backup::start(&admins, &dir, &out, &[]);
+    backup.wait_event("following", 1);
+    write(0, 20);
+    let held = committed(&ensemble, leader);
+    wait_held(&dir, held, &backup);
+    assert!(backup.stop().success(), "{:?}", backup.events());
+
+    // Away while every member writes on, snapshots twice and purges its log
+    // before the newest snapshot: what the backup needs next is gone.
+    write(20, 60);
+    let dir_arg = dir.to_str().expect("utf-8");
+    for id in ensemble.ids() {
+        let admin = ensemble.admin(id);
+        for _ in 0..2 {
+            let taken = zkctl(&["--admin", &admin, "admin", "snapshot", "take"]);
+            assert!(taken.status.success(), "snapshot on {id}: {}", String::from_utf8_lossy(&taken.stderr));
+        }
+        let purged = zkctl(&["--admin", &admin, "admin", "purge", "--keep", "1"]);
+        assert!(purged.status.success(), "purge on {id}: {}", String::from_utf8_lossy(&purged.stderr));
+    }
+
+    // Back: it says the log was purged and starts over from a fresh snapshot.
+    let mut backup = Backup::start(&admins, &dir, &out, &[]);
+    backup.wait_event("purged", 1);
+    backup.wait_event("started", 2);
+    write(60, 70);
+    let newest = committed(&ensemble, leader);
+    wait_held(&dir, newest, &backup);
+    assert!(backup.stop().success(), "{:?}", backup.events());
+
+    // The span in between is not held: a restore into it is refused, one after it works.
+    let listed = zkctl_json(&["restore", "--from", dir_arg, "--list"]);
+    assert!(
+        listed.iter().any(|l| l["problem"].as_str().is_some_and(|p| p.contains("not held"))),
+        "the listing shows the gap: {listed:?}"
+    );
+    let unused = home.path().join("unused");
+    let unused = unused.to_str().expect("utf-8");
+    let inside = format!("{:#x}", held + 5);
+    let out = zkctl(&["restore", "--from", dir_arg, "--to-zxid", &inside, "--data-dir", unused]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("are missing"), "a restore into the gap says why: {stderr}");
+    let made = home.path().join("made");
+    let newest_arg = format!("{newest:#x}");
+    let restored = zkctl_json(&[
+        "restore",
+        "--from",
+        dir_arg,
+        "--to-zxid",
+        &newest_arg,
+        "--data-dir",
+        made.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(restored[0]["zxid"].as_str().map(|z| hex(&Value::from(z))), Some(newest), "{restored:?}");
+    assert!(ensemble.panics().is_empty(), "{:?}", ensemble.panics());
 }
