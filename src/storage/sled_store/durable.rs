@@ -9,7 +9,7 @@
 //! syncs the blob files written since the last flush (sled writes a blob
 //! when it serializes the value, before the flush that writes the record
 //! pointing at it), and [`Durable::after_flush`] fdatasyncs the database
-//! file and syncs any blob the flush itself wrote. An acknowledged write is
+//! file. An acknowledged write is
 //! then on disk the way ZooKeeper's is after its `FileChannel.force`, and a
 //! record that a flush made durable never points at a blob a power cut can
 //! take back.
@@ -142,15 +142,12 @@ impl Durable {
     }
 
     /// Makes everything sled has flushed durable: call after each sled
-    /// flush. Blobs first: one written meanwhile by another writer is then
-    /// on disk before the data file's sync can make its record durable.
+    /// flush. Its blobs were synced before it: only the storage thread
+    /// appends, and it waits in this flush, so a blob another thread writes
+    /// meanwhile belongs to no write this flush acknowledges, and the next
+    /// flush syncs it before the one that does.
     pub(crate) fn after_flush(&self) -> io::Result<()> {
-        let synced = self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()?;
-        self.data.sync_data()?;
-        match synced {
-            Some(highest) => write_mark(&self.dir, highest),
-            None => Ok(()),
-        }
+        self.data.sync_data()
     }
 
     /// How many blob files are known synced (for tests).
@@ -324,14 +321,25 @@ pub(crate) fn read_mark(dir: &Path) -> io::Result<Option<u64>> {
     }
 }
 
-/// Writes the synced mark durably: a new file, synced, renamed over the
-/// old, and the directory synced, so a crash leaves the old mark or the new.
+/// Writes the synced mark durably (see [`write_durably`]).
 fn write_mark(dir: &Path, highest: u64) -> io::Result<()> {
-    let new = dir.join(format!("{SYNCED_MARK}.new"));
-    std::fs::write(&new, highest.to_string())?;
+    write_durably(&dir.join(SYNCED_MARK), highest.to_string().as_bytes())
+}
+
+/// Writes a small file durably and whole: `<path>.new` written and synced,
+/// renamed over `path`, and the directory synced, so a crash leaves the old
+/// contents or the new, never part of them.
+pub(crate) fn write_durably(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut new = path.as_os_str().to_owned();
+    new.push(".new");
+    let new = PathBuf::from(new);
+    std::fs::write(&new, contents)?;
     File::open(&new)?.sync_all()?;
-    std::fs::rename(&new, dir.join(SYNCED_MARK))?;
-    sync_dir(dir)
+    std::fs::rename(&new, path)?;
+    match path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        Some(dir) => sync_dir(dir),
+        None => sync_dir(Path::new(".")),
+    }
 }
 
 /// What is wrong with a blob file's `bytes`, if anything.
@@ -381,7 +389,7 @@ mod tests {
         durable.before_flush().expect("sync two new blobs");
         assert_eq!(durable.synced_blob_count(), 2);
         std::fs::remove_file(blobs.join("17")).expect("remove a blob");
-        durable.after_flush().expect("sync after a removal");
+        durable.before_flush().expect("sync after a removal");
         assert_eq!(durable.synced_blob_count(), 1, "a removed blob is forgotten");
     }
 

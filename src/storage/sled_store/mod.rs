@@ -206,7 +206,9 @@ impl SledStorage {
                 let name = entry.file_name();
                 let name = name.to_string_lossy();
                 // A crash while sled creates its files leaves some of them: not foreign.
-                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SIDECAR | SNAPSHOT_DIR)
+                // `.new` files: a marker file or synced mark a crash cut short (see `durable::write_durably`).
+                let sleds = matches!(name.as_ref(), "conf" | "db" | "blobs" | SNAPSHOT_DIR)
+                    || name.starts_with(SIDECAR)
                     || name.starts_with("snap.")
                     || name.starts_with(durable::SYNCED_MARK);
                 if !sleds {
@@ -364,7 +366,7 @@ impl SledStorage {
         if !sidecar_current {
             // Written only once the format key is durable, so a sidecar
             // always means "this database held a store".
-            write_durably(&sidecar, FORMAT).map_err(fs_io("open: writing the marker file"))?;
+            durable::write_durably(&sidecar, FORMAT).map_err(fs_io("open: writing the marker file"))?;
         }
         Ok(snapshots_exist)
     }
@@ -700,18 +702,6 @@ pub(crate) fn stored_segment_size(dir: &Path) -> Option<usize> {
         .lines()
         .find_map(|line| line.strip_prefix("segment_size: ").and_then(|n| n.trim().parse().ok()));
     Some(said.unwrap_or(SLED_DEFAULT_SEGMENT_BYTES))
-}
-
-/// Writes a small file and makes it and its directory entry durable.
-fn write_durably(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// A sled scan that checks keys strictly increase: sled 0.34 can revisit
