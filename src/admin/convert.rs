@@ -53,6 +53,11 @@ fn op(body: &TxnBody) -> pb::TxnOp {
             out.path = crate::tree::CONFIG_PATH.into();
             out.data = change.next().to_string().into_bytes();
         }
+        TxnBody::Load { chunks, .. } => {
+            out.path = "/".into();
+            out.data =
+                format!("{} bytes of snapshot", chunks.iter().map(bytes::Bytes::len).sum::<usize>()).into_bytes();
+        }
         TxnBody::Multi(_) => {}
     }
     out

@@ -61,11 +61,12 @@ pub fn kind_of(body: &TxnBody) -> &'static str {
         TxnBody::MultiError(_) | TxnBody::Error(_) => "error",
         TxnBody::Reconfig(Change::Enter { .. }) => "reconfig",
         TxnBody::Reconfig(Change::Complete { .. }) => "reconfigComplete",
+        TxnBody::Load { .. } => "load",
     }
 }
 
 /// Every type name [`kind_of`] gives, for checking a filter.
-pub const KINDS: [&str; 11] = [
+pub const KINDS: [&str; 12] = [
     "createSession",
     "closeSession",
     "create",
@@ -77,6 +78,7 @@ pub const KINDS: [&str; 11] = [
     "error",
     "reconfig",
     "reconfigComplete",
+    "load",
 ];
 
 /// The paths a transaction touches (a session's close: its ephemerals).
@@ -90,6 +92,8 @@ pub fn paths_of(body: &TxnBody) -> Vec<&str> {
         TxnBody::CloseSession { paths } => paths.iter().map(String::as_str).collect(),
         TxnBody::Multi(ops) => ops.iter().flat_map(paths_of).collect(),
         TxnBody::Reconfig(Change::Enter { .. }) => vec![crate::tree::CONFIG_PATH],
+        // Every path: a filter by prefix shows the load to whoever watches any.
+        TxnBody::Load { .. } => vec!["/"],
         TxnBody::CreateSession { .. }
         | TxnBody::MultiError(_)
         | TxnBody::Error(_)

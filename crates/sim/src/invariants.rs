@@ -34,6 +34,17 @@ pub enum Violation {
         /// The epoch.
         epoch: Epoch,
     },
+    /// A transaction committed after a loaded tree is older than the loaded
+    /// history (the ensemble did not move to an epoch past it).
+    #[error("{zxid:?} committed after the load at {load:?}, whose history reached epoch {epoch}")]
+    BehindLoad {
+        /// The transaction.
+        zxid: Zxid,
+        /// The load's zxid.
+        load: Zxid,
+        /// The loaded history's epoch.
+        epoch: Epoch,
+    },
     /// Agreement: one zxid, two transactions.
     #[error("Agreement: replica {node} applied a different transaction at {zxid:?}")]
     Disagreement {
@@ -168,6 +179,8 @@ pub struct Oracle {
     initial: Configuration,
     /// The configuration after each committed reconfiguration step.
     configurations: Vec<(Zxid, Configuration)>,
+    /// The newest committed load that needed a new epoch, and that epoch.
+    load: Option<(Zxid, Epoch)>,
 }
 
 /// The client's sequence number a write carries in its data (`<client>-<n>`,
@@ -266,6 +279,7 @@ impl Oracle {
                     });
                 }
                 self.check_session_order(zxid, txn)?;
+                self.check_after_load(zxid, &txn.body)?;
                 self.order.push(zxid);
                 self.txns.insert(zxid, (self.order.len() - 1, txn.clone()));
                 self.index_creates(zxid, &txn.body);
@@ -277,6 +291,21 @@ impl Oracle {
         let index = self.txns[&zxid].0;
         self.cursors.insert(node, NodeCursor { next: index + 1, last: zxid });
         Ok(())
+    }
+
+    /// Past a committed load, every transaction is in a later epoch than
+    /// the loaded history's (a load below the epoch in force needs none).
+    fn check_after_load(&mut self, zxid: Zxid, body: &TxnBody) -> Result<(), Violation> {
+        if let Some(epoch) = body.loaded_epoch() {
+            if epoch >= zxid.epoch() {
+                self.load = Some((zxid, epoch));
+            }
+            return Ok(());
+        }
+        match self.load {
+            Some((load, epoch)) if zxid.epoch() <= epoch => Err(Violation::BehindLoad { zxid, load, epoch }),
+            _ => Ok(()),
+        }
     }
 
     /// FIFO client order: each session's writes commit in the order it sent them.

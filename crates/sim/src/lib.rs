@@ -19,6 +19,7 @@ use zabkeeper_core::{acl, data, error, ids, members, op, replica, storage, tree,
 mod faults;
 pub mod invariants;
 mod liveness;
+mod loads;
 pub mod network;
 mod reconfigs;
 mod transfers;
@@ -120,6 +121,9 @@ pub struct Options {
     /// Every other read a client makes is linearizable (off: all plain, and
     /// the schedules are those the pinned seeds were found with).
     pub linearizable_reads: bool,
+    /// A tree whose history ran ahead of the ensemble's epoch is loaded
+    /// into the empty tree as soon as a leader serves (see `loads`).
+    pub load: bool,
 }
 
 impl Options {
@@ -169,6 +173,7 @@ impl Options {
             transfer: 0.0004,
             reconfig: 0.0,
             linearizable_reads: true,
+            load: false,
         }
     }
 }
@@ -234,6 +239,10 @@ pub struct Report {
     /// Reconfigurations a leader refused (one under way, or the new
     /// voters' majority not caught up).
     pub reconfigs_refused: usize,
+    /// Trees a leader proposed to load.
+    pub loads: usize,
+    /// Loads refused (the workload wrote first).
+    pub loads_refused: usize,
 }
 
 /// A failed run: the seed to replay and what broke.
@@ -295,6 +304,8 @@ pub struct Simulation {
     reconfig_rng: StdRng,
     /// A transfer under way: its nominee, and the epoch it ends.
     transfer_pending: Option<(ServerId, u32)>,
+    /// Whether the load (`Options::load`) was tried.
+    load_tried: bool,
     /// Since when the current quorum has been healthy, and who is in it.
     healthy: Option<(u64, Vec<ServerId>)>,
     /// When the probe last had a write acknowledged.
@@ -327,6 +338,7 @@ impl Simulation {
             transfer_rng: StdRng::seed_from_u64(seed ^ 0x7a4f_e400),
             reconfig_rng: StdRng::seed_from_u64(seed ^ 0x3c0f_1600),
             transfer_pending: None,
+            load_tried: false,
             shown: Zxid::ZERO,
             healthy: None,
             probe_acked_at: 0,
@@ -546,6 +558,7 @@ impl Simulation {
             self.inject_faults();
             self.maybe_transfer()?;
             self.maybe_reconfigure()?;
+            self.maybe_load()?;
         }
         self.check_liveness()?;
         self.check_step()

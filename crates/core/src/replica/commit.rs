@@ -54,6 +54,10 @@ impl Replica {
                 self.emit(conn, ClientMessage::Event(event));
             }
         }
+        if let TxnBody::Load { .. } = &txn.body {
+            self.loaded(zxid, &applied.result);
+            return;
+        }
         if let TxnBody::CreateSession { timeout_ms, password } = &txn.body {
             self.on_session_created(txn.session, txn.cxid, password, *timeout_ms);
             return;
@@ -141,9 +145,11 @@ fn shape_reply(op: &Op, result: TxnResult) -> Reply {
         TxnResult::Created { path, stat } => Ok(OpResult::Created { path, stat }),
         TxnResult::DataSet(stat) | TxnResult::AclSet(stat) => Ok(OpResult::Stat(stat)),
         TxnResult::Reconfigured { data, stat } => Ok(OpResult::Data { data, stat }),
-        TxnResult::Deleted | TxnResult::Checked | TxnResult::SessionCreated | TxnResult::SessionClosed => {
-            Ok(OpResult::Empty)
-        }
+        TxnResult::Deleted
+        | TxnResult::Checked
+        | TxnResult::SessionCreated
+        | TxnResult::SessionClosed
+        | TxnResult::Loaded { .. } => Ok(OpResult::Empty),
         TxnResult::Multi(items) => Ok(OpResult::Multi(
             items
                 .into_iter()

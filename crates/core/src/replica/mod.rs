@@ -28,6 +28,7 @@ mod commit;
 mod connect;
 pub mod forward;
 pub mod io;
+pub mod load;
 pub mod prep;
 pub mod read_index;
 pub mod reads;
@@ -222,6 +223,8 @@ pub struct Replica {
     /// once its one transaction commits, so the client's next reconfig is
     /// not refused as one in progress.
     reconfig_waiting: Option<(SessionId, i32)>,
+    /// The newest load applied, and what it gave (see `load`).
+    last_load: Option<(crate::ids::Zxid, load::LoadOutcome)>,
     /// What other members said of their endpoints (see [`Input::PeerEndpoints`]).
     peer_endpoints: crate::members::Told,
 }
@@ -268,6 +271,7 @@ impl Replica {
             snapshot_zxid,
             entries: recovered.log,
             configuration: tree.state().configuration().cloned(),
+            epoch_floor: tree.state().highest_epoch(),
         };
         let zab = Peer::new(config.zab.clone(), durable);
         let mut replica = Replica {
@@ -288,6 +292,7 @@ impl Replica {
             outputs: Vec::new(),
             applied_log: Vec::new(),
             reconfig_waiting: None,
+            last_load: None,
             peer_endpoints: Default::default(),
         };
         replica.drain_zab();

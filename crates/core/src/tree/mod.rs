@@ -6,6 +6,7 @@
 //! a background task can serialize while writes go on. Watches
 //! ([`watch::WatchManager`]) live beside it: they are local to this replica.
 
+mod load;
 mod node;
 pub mod path;
 pub mod snapshot;
@@ -14,6 +15,7 @@ mod state;
 mod table;
 pub mod watch;
 
+pub use load::{check_load, LoadRefusal};
 pub(crate) use node::SharedAcl;
 pub use node::Znode;
 pub use state::TreeState;
@@ -68,6 +70,11 @@ pub enum TxnResult {
     Multi(Vec<Result<TxnResult, ErrorCode>>),
     /// The write failed with this code.
     Error(ErrorCode),
+    /// A tree was loaded.
+    Loaded {
+        /// The nodes the tree now holds.
+        nodes: usize,
+    },
     /// A reconfiguration step applied: `/zookeeper/config` now.
     Reconfigured {
         /// Its data.
@@ -247,6 +254,7 @@ impl DataTree {
                     other => other,
                 }
             }
+            TxnBody::Load { chunks, .. } => self.load(zxid, chunks, triggers),
         }
     }
 

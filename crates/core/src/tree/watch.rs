@@ -273,6 +273,20 @@ impl WatchManager {
         out
     }
 
+    /// Every path a one-shot or persistent watch is left on, sorted.
+    pub fn watched_paths(&self) -> Vec<String> {
+        let mut out: Vec<String> =
+            self.data.keys().chain(self.child.keys()).chain(self.persistent.keys()).cloned().collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every path a persistent recursive watch is left on.
+    pub fn recursive_paths(&self) -> Vec<String> {
+        self.recursive.keys().cloned().collect()
+    }
+
     /// Fires the watches that `triggers` (in order) concern and returns one
     /// event per interested session per trigger. One-shot watches are removed
     /// as they fire; a session hears about one trigger at most once.

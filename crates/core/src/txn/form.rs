@@ -32,6 +32,7 @@ enum Written<'a> {
     CreateNull { path: &'a str, acl: &'a [Acl], ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: &'a str, version: i32 },
     Reconfig(&'a Change),
+    Load { chunks: &'a [Bytes], epoch: u32 },
 }
 
 /// A body as read: the same variants, owned.
@@ -50,6 +51,7 @@ enum Read {
     CreateNull { path: String, acl: Vec<Acl>, ephemeral_owner: i64, parent_cversion: i32 },
     SetDataNull { path: String, version: i32 },
     Reconfig(Change),
+    Load { chunks: Vec<Bytes>, epoch: u32 },
 }
 
 impl<'a> From<&'a TxnBody> for Written<'a> {
@@ -85,6 +87,7 @@ impl<'a> From<&'a TxnBody> for Written<'a> {
             TxnBody::MultiError(codes) => Written::MultiError(codes),
             TxnBody::Error(code) => Written::Error(*code),
             TxnBody::Reconfig(change) => Written::Reconfig(change),
+            TxnBody::Load { chunks, epoch } => Written::Load { chunks, epoch: *epoch },
         }
     }
 }
@@ -109,6 +112,7 @@ impl From<Read> for TxnBody {
             }
             Read::SetDataNull { path, version } => TxnBody::SetData { path, data: Data::NULL, version },
             Read::Reconfig(change) => TxnBody::Reconfig(change),
+            Read::Load { chunks, epoch } => TxnBody::Load { chunks, epoch },
         }
     }
 }

@@ -12,7 +12,7 @@ mod form;
 use crate::acl::Acl;
 use crate::data::Data;
 use crate::error::ErrorCode;
-use crate::ids::{SessionId, Zxid};
+use crate::ids::{Epoch, SessionId, Zxid};
 use crate::members::{Change, Membership};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -101,6 +101,27 @@ pub enum TxnBody {
     /// joint configuration, or, proposed by the leader once that is
     /// committed, leaving it for the new members alone.
     Reconfig(Change),
+    /// A whole tree loaded into an empty one (an import from Apache
+    /// ZooKeeper, or a restore through the admin API): every node with its
+    /// Stat as the snapshot holds it, and its open sessions. The loaded
+    /// zxids may run ahead of ours, so the ensemble moves to an epoch above
+    /// `epoch` before it writes again (see `zab`).
+    Load {
+        /// The tree, as `tree::snapshot` chunks.
+        chunks: Vec<Bytes>,
+        /// The highest epoch the loaded history used.
+        epoch: Epoch,
+    },
+}
+
+impl TxnBody {
+    /// The epoch a loaded tree's history reached, for a [`TxnBody::Load`].
+    pub fn loaded_epoch(&self) -> Option<Epoch> {
+        match self {
+            TxnBody::Load { epoch, .. } => Some(*epoch),
+            _ => None,
+        }
+    }
 }
 
 impl Txn {
@@ -135,6 +156,7 @@ impl TxnBody {
                     Change::Complete { members, .. } => 8 + size(members),
                 }
             }
+            TxnBody::Load { chunks, .. } => 8 + chunks.iter().map(|c| 4 + c.len()).sum::<usize>(),
         }
     }
 }
@@ -205,6 +227,10 @@ impl fmt::Display for TxnBody {
                 let voters: Vec<_> = change.next().voters().collect();
                 let observers: Vec<_> = change.next().observers().collect();
                 write!(f, "{step} voters={voters:?} observers={observers:?}")
+            }
+            TxnBody::Load { chunks, epoch } => {
+                let bytes: usize = chunks.iter().map(Bytes::len).sum();
+                write!(f, "load tree ({bytes} bytes of snapshot, history up to epoch {epoch})")
             }
         }
     }

@@ -368,7 +368,8 @@ pub struct Peer {
     forwarded: u64,
     /// The highest acceptedEpoch a follower reported that was above
     /// the epoch we led: the next epoch we propose goes above it, so that
-    /// follower (which promised never to go back) can join.
+    /// follower (which promised never to go back) can join. A loaded tree
+    /// ([`TxnBody::Load`]) raises it too, to the epoch its history reached.
     epoch_floor: Epoch,
 }
 
@@ -399,10 +400,12 @@ impl Peer {
             status,
             outbox: Vec::new(),
             forwarded: 0,
-            epoch_floor: 0,
+            epoch_floor: durable.epoch_floor,
             log,
             config,
         };
+        let loaded = peer.log.range(durable.snapshot_zxid, last).iter().filter_map(|e| e.txn.body.loaded_epoch()).max();
+        peer.epoch_floor = peer.epoch_floor.max(loaded.unwrap_or(0));
         peer.become_looking("start");
         peer
     }
@@ -415,7 +418,26 @@ impl Peer {
             Input::Persisted { seq } => self.on_persisted(seq),
             Input::Disconnected { peer, link } => self.on_disconnected(peer, link),
         }
+        self.maybe_move_epoch();
         self.maybe_spill();
+    }
+
+    /// Leader: once a loaded tree whose history reached our epoch or beyond
+    /// is committed (and with it everything logged: nothing is proposed
+    /// after a load), steps down to an election nominating itself, whose
+    /// new epoch goes above the loaded one, so no zxid written after the
+    /// load is older than one it brought.
+    fn maybe_move_epoch(&mut self) {
+        let State::Leading(l) = &self.state else { return };
+        if !l.is_established() || self.epoch_floor < l.epoch || self.committed < self.log.last_zxid() {
+            return;
+        }
+        let (epoch, id) = (l.epoch, self.config.id);
+        for to in l.broadcast_targets() {
+            self.send(to, Message::StepDown { epoch, to: id });
+        }
+        let reason = format!("a loaded history reached epoch {}: moving to an epoch above it", self.epoch_floor);
+        self.become_looking_nominating(id, &reason);
     }
 
     /// Stops holding committed, durable entries beyond the newest
@@ -534,7 +556,8 @@ impl Peer {
         if !leader.is_established() {
             return Err(ProposeError::NotLeader);
         }
-        if leader.transferring_to().is_some() {
+        // A handover, or the new epoch a load needs (see `maybe_move_epoch`).
+        if leader.transferring_to().is_some() || self.epoch_floor >= leader.epoch {
             return Err(ProposeError::Transferring);
         }
         let last = self.last_logged();
@@ -565,6 +588,9 @@ impl Peer {
         let zxid = self.next_zxid()?;
         if let TxnBody::Reconfig(change @ Change::Enter { .. }) = &txn.body {
             self.check_reconfig(change)?;
+        }
+        if let Some(epoch) = txn.body.loaded_epoch() {
+            self.epoch_floor = self.epoch_floor.max(epoch);
         }
         let entry = Entry::new(zxid, txn);
         if let Err(e) = self.log.append(entry.clone()) {
@@ -700,6 +726,9 @@ impl Peer {
         }
         let entries = self.log.range(self.committed, up_to);
         self.committed = up_to;
+        if let Some(epoch) = entries.iter().filter_map(|e| e.txn.body.loaded_epoch()).max() {
+            self.epoch_floor = self.epoch_floor.max(epoch);
+        }
         if !entries.is_empty() {
             self.outbox.push(Action::Commit { entries });
         }

@@ -42,6 +42,9 @@ pub struct Durable {
     /// The configuration the snapshot holds; None when it was never
     /// reconfigured (the configuration file's is in force).
     pub configuration: Option<Configuration>,
+    /// The highest epoch the snapshot's nodes name: a loaded tree's
+    /// history may be ahead of ours, and the next epoch must pass it.
+    pub epoch_floor: Epoch,
 }
 
 /// Durability on the peer: every promise waits for the storage operation it depends on.

@@ -505,8 +505,14 @@ fn t90_lost_snap_does_not_graft_onto_an_uncommitted_tail() {
 /// (elected with (1,5)) into `epoch`, its ACKEPOCH sent: waiting for DIFF or SNAP.
 fn following_3(last: u32, epoch: Epoch) -> Peer {
     let entries: Vec<Entry> = (1..=last).map(|c| Entry::new(Zxid::new(1, c), txn(c as i32))).collect();
-    let durable =
-        Durable { accepted_epoch: 1, current_epoch: 1, snapshot_zxid: Zxid::ZERO, entries, configuration: None };
+    let durable = Durable {
+        accepted_epoch: 1,
+        current_epoch: 1,
+        snapshot_zxid: Zxid::ZERO,
+        entries,
+        configuration: None,
+        epoch_floor: 0,
+    };
     let mut peer = Peer::new(config(2, 3), durable);
     peer.take_actions();
     let vote = Vote::new(1, Zxid::new(1, 5), 3);
@@ -828,6 +834,7 @@ fn a_follower_whose_disk_stalled_acknowledges_the_backlog_with_one_ack() {
     assert_eq!(acks, vec![(leader, prev)], "one ACK, of the newest entry");
 }
 
+mod load;
 mod observers;
 mod probes;
 mod reconfig;
