@@ -16,6 +16,7 @@ mod ensemble;
 mod handover;
 mod hardening;
 mod linearizable;
+mod load;
 mod observers;
 mod previous_format;
 mod reconfig;

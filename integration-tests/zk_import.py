@@ -10,6 +10,11 @@ restarts on its own data; then every node is compared through both servers
 an imported session resumes on zabkeeper with ZooKeeper's password, a short
 session's ephemeral expires on both, a new sequential create gets the same
 name on both, and zabkeeper's first new zxid is above ZooKeeper's last.
+The same data is also loaded into a running 3-member ensemble whose tree
+is empty (`zkctl import --load`, through its leader) and compared field by
+field on every member, sequence and zxid continuing there too; and
+ZooKeeper's newest snapshot file, POSTed to the AdminServer's `restore` of
+another running member, brings every node it holds unchanged since.
 Then the way back: a snapshot saved from the running member, `zkctl
 export`ed, and a fresh ZooKeeper started on it serves the same tree.
 
@@ -184,6 +189,73 @@ def compare(zk_tree, zb_tree, skip):
     return problems
 
 
+def load_running(zkctl, loaded, copy, zk_tree):
+    """`zkctl import --load` into `loaded`, a 3-member ensemble whose tree is
+    empty, then every member compared with ZooKeeper. Returns a client of it
+    and the differences."""
+    from kazoo.client import KazooClient
+    loaded.start(timeout=60)
+    # A follower's address or the leader's: zkctl finds the leader.
+    admin = f"127.0.0.1:{loaded.ports[2]['admin']}"
+    run = subprocess.run([zkctl, "--json", "--admin", admin, "import", "--zookeeper-data", copy, "--load"],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        zk.fail(f"zkctl import --load failed ({run.returncode}): {run.stderr}{run.stdout}")
+    print(f"loaded into a running ensemble: {run.stdout.strip()}")
+    problems = []
+    for i in sorted(loaded.ports):
+        c = KazooClient(hosts=f"127.0.0.1:{loaded.ports[i]['client']}",
+                        auth_data=[("digest", ":".join(DIGEST_USER))], timeout=15)
+        c.start(timeout=30)
+        c.sync("/")
+        # The configuration node is this ensemble's membership, not ZooKeeper's.
+        problems += [f"loaded, member {i}: {p}" for p in compare(zk_tree, walk(c), skip=["/short", "/zookeeper/config"])]
+        c.stop()
+        c.close()
+    client = KazooClient(hosts=loaded.hosts(), auth_data=[("digest", ":".join(DIGEST_USER))], timeout=15)
+    client.start(timeout=30)
+    print(f"loaded: compared {len(zk_tree)} nodes on each of {len(loaded.ports)} members")
+    return client, problems
+
+
+def restore_snapshot(binary, copy, zk_client):
+    """ZooKeeper's newest snapshot file POSTed to the AdminServer's `restore`
+    of a running member with an empty tree: every node the snapshot holds
+    unchanged since must be identical to ZooKeeper's. Returns the differences."""
+    import urllib.request
+    from kazoo.client import KazooClient
+    v2 = os.path.join(copy, "version-2")
+    snap = max((n for n in os.listdir(v2) if n.startswith("snapshot.")), key=lambda n: int(n[9:], 16))
+    at = int(snap[9:], 16)
+    member = zk.Ensemble(binary, size=1)
+    try:
+        member.start(timeout=60)
+        with open(os.path.join(v2, snap), "rb") as f:
+            body = f.read()
+        req = urllib.request.Request(f"http://127.0.0.1:{member.ports[1]['metrics']}/commands/restore",
+                                     method="POST", data=body)
+        with urllib.request.urlopen(req, timeout=60) as r:
+            answer = json.loads(r.read())
+        print(f"restore of ZooKeeper's {snap}: {answer}")
+        if answer.get("error") is not None or answer.get("command") != "restore":
+            return [f"restore of {snap}: {answer}"]
+        c = KazooClient(hosts=member.hosts(), auth_data=[("digest", ":".join(DIGEST_USER))], timeout=15)
+        c.start(timeout=30)
+        zk_tree = walk(zk_client)
+        unchanged = {p: v for p, v in zk_tree.items()
+                     if max(v[1].czxid, v[1].mzxid, v[1].pzxid) <= at and not p.startswith("/zookeeper")}
+        restored = walk(c)
+        c.stop()
+        c.close()
+        problems = compare(unchanged, {p: restored[p] for p in unchanged if p in restored}, skip=["/short"])
+        print(f"restored: {len(unchanged)} nodes unchanged since {snap} compared")
+        if len(unchanged) < 100:
+            problems.append(f"only {len(unchanged)} nodes to compare: the check is too weak")
+        return [f"restored {snap}: {p}" for p in problems]
+    finally:
+        member.stop()
+
+
 def the_way_back(zkctl, classpath, ours, client, work):
     """zkctl export: a snapshot saved from the running member, exported as
     ZooKeeper's, and a fresh Apache ZooKeeper started on it must serve every
@@ -254,6 +326,7 @@ def main():
         f.write(f"snapCount={SNAP_COUNT}\n")
     zk_data = os.path.join(apache.dir, "data")
     ours = zk.Ensemble(args.binary, size=1)
+    loaded = zk.Ensemble(args.binary, size=3)
     work = tempfile.mkdtemp(prefix="zk-import-")
     raw = short = None
     problems = []
@@ -323,6 +396,9 @@ def main():
         for p in ("/eph", "/container", "/ttl", "/null", "/big"):
             if p not in zb_tree:
                 problems.append(f"{p} missing on zabkeeper")
+        l_client, found = load_running(zkctl, loaded, copy, zk_tree)
+        problems += found
+        problems += restore_snapshot(args.binary, copy, a)
         if zb_tree.get("/null", (b"",))[0] is not None:
             problems.append("/null's data is not null on zabkeeper")
 
@@ -338,12 +414,14 @@ def main():
 
         n1 = a.create("/seq/job-", b"", sequence=True)
         n2 = b.create("/seq/job-", b"", sequence=True)
-        print(f"next sequential: ZooKeeper {n1}, zabkeeper {n2}")
-        if n1 != n2:
-            problems.append(f"next sequential name differs: {n1} vs {n2}")
-        czxid = b.exists(n2).czxid
-        if czxid <= last_zk:
-            problems.append(f"zabkeeper's new zxid {czxid:#x} is not above ZooKeeper's last {last_zk:#x}")
+        n3 = l_client.create("/seq/job-", b"", sequence=True)
+        print(f"next sequential: ZooKeeper {n1}, zabkeeper {n2}, loaded ensemble {n3}")
+        if not n1 == n2 == n3:
+            problems.append(f"next sequential name differs: {n1} vs {n2} vs loaded {n3}")
+        for name, czxid in (("zabkeeper", b.exists(n2).czxid), ("loaded", l_client.exists(n3).czxid)):
+            if czxid <= last_zk:
+                problems.append(f"{name}: new zxid {czxid:#x} is not above ZooKeeper's last {last_zk:#x}")
+        l_client.stop()
         a.stop()
         problems += the_way_back(zkctl, classpath, ours, b, work)
         b.stop()
@@ -352,7 +430,7 @@ def main():
             if conn is not None:
                 conn.shutdown()
         zk.stop_pid(apache.proc)
-        panics = ours.stop()
+        panics = ours.stop() + [f"(loaded ensemble) {line}" for line in loaded.stop()]
         shutil.rmtree(apache.dir, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     problems += [f"zabkeeper panicked: {line}" for line in panics]

@@ -7,6 +7,7 @@
 use crate::config::ServerConfig;
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::members::Configuration;
+use crate::replica::load::{LoadError, LoadOutcome};
 use crate::replica::reconfig::{MemberChange, ReconfigError};
 use crate::replica::{ClientMessage, ConnId, ConnSummary, Counters, Input};
 use crate::stats::ServerStats;
@@ -67,6 +68,17 @@ pub enum Query {
     },
     /// The committed configuration (the tree's).
     Configuration(oneshot::Sender<Configuration>),
+    /// Load a tree into the empty one (the leader only); answered once proposed.
+    LoadTree {
+        /// The tree, as `tree::snapshot` chunks.
+        chunks: Vec<bytes::Bytes>,
+        /// The highest epoch of the history it came from.
+        epoch: Epoch,
+        /// The zxid and the loaded history's epoch, or why not.
+        reply: oneshot::Sender<Result<(Zxid, Epoch), LoadError>>,
+    },
+    /// What applying the load at this zxid gave, once applied here.
+    LoadOutcome(Zxid, oneshot::Sender<Option<LoadOutcome>>),
 }
 
 /// A replica's state, for the admin API and four-letter words.
@@ -151,6 +163,9 @@ pub struct Handle {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Every client connection's counters (`cons`, `stat`).
     pub conns: Arc<crate::stats::ConnRegistry>,
+    /// The peer protocol each member that followed this one last agreed on
+    /// (what a leader may send it: a load needs `peer_protocol::LOAD`).
+    pub peer_versions: Arc<std::sync::Mutex<std::collections::BTreeMap<ServerId, u32>>>,
 }
 
 impl Handle {
@@ -171,6 +186,7 @@ impl Handle {
             started: std::time::Instant::now(),
             metrics: Arc::default(),
             conns: Arc::default(),
+            peer_versions: Arc::default(),
         }
     }
 

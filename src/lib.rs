@@ -60,6 +60,7 @@ pub mod config;
 pub mod frontend;
 pub mod handle;
 pub mod handover;
+pub mod load;
 pub mod metrics;
 pub mod reconfig;
 pub mod rpc;

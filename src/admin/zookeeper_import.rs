@@ -136,6 +136,31 @@ fn epoch_file(dir: &Path, name: &str) -> Result<Option<u32>, ImportError> {
 /// `data_dir` (absent or empty).
 pub fn import(zookeeper_dir: &Path, log_dir: Option<&Path>, data_dir: &Path) -> Result<ImportReport, ImportError> {
     offline::ensure_empty(data_dir)?;
+    let (chunks, report) = read(zookeeper_dir, log_dir)?;
+    offline::write_data_dir(data_dir, report.last_zxid, chunks, report.epoch)?;
+    Ok(report)
+}
+
+/// One Apache ZooKeeper snapshot, as its AdminServer streams it or as a
+/// `snapshot.<zxid>` file holds it, recovered as ZooKeeper would from it
+/// alone: the tree as snapshot chunks (`tree::snapshot`) and the epoch of
+/// its history. Its zxid is the 3.9+ last processed one when written, else
+/// the newest any node names.
+pub fn read_snapshot(name: &str, bytes: &[u8]) -> Result<(Vec<bytes::Bytes>, u32), ImportError> {
+    let decoded = zk::snapshot::decode(name, bytes)?;
+    let newest = decoded.nodes.iter().map(|n| n.stat.mzxid.max(n.stat.czxid).max(n.stat.pzxid)).max().unwrap_or(0);
+    let zxid = decoded.last_processed_zxid.unwrap_or(newest).max(newest);
+    let recovery = Recovery::from_snapshot(name, &decoded, zxid)?;
+    drop(decoded);
+    let (state, _) = recovery.finish()?;
+    let epoch = state.highest_epoch();
+    let (chunks, _) = snapshot::to_chunks(&state, crate::storage::sled_store::SNAPSHOT_CHUNK_BYTES);
+    Ok((chunks, epoch))
+}
+
+/// Reads ZooKeeper's data as [`import`] does and answers the tree as
+/// snapshot chunks (`tree::snapshot`), to load into a running ensemble.
+pub fn read(zookeeper_dir: &Path, log_dir: Option<&Path>) -> Result<(Vec<bytes::Bytes>, ImportReport), ImportError> {
     let snap_dir = version_dir(zookeeper_dir);
     let log_dir = log_dir.map_or_else(|| snap_dir.clone(), version_dir);
 
@@ -202,8 +227,7 @@ pub fn import(zookeeper_dir: &Path, log_dir: Option<&Path>, data_dir: &Path) -> 
     let (nodes, sessions) = (state.node_count(), state.session_count());
     let (chunks, _) = snapshot::to_chunks(&state, crate::storage::sled_store::SNAPSHOT_CHUNK_BYTES);
     drop(state);
-    offline::write_data_dir(data_dir, last_zxid, chunks, epoch)?;
-    Ok(ImportReport {
+    let report = ImportReport {
         snapshot: snapshot_path,
         snapshot_zxid,
         incomplete_snapshots: incomplete,
@@ -214,7 +238,8 @@ pub fn import(zookeeper_dir: &Path, log_dir: Option<&Path>, data_dir: &Path) -> 
         nodes,
         sessions,
         stats,
-    })
+    };
+    Ok((chunks, report))
 }
 
 #[cfg(test)]

@@ -432,12 +432,56 @@ impl pb::admin_server::Admin for AdminService {
         }
     }
 
+    async fn load_tree(
+        &self,
+        request: Request<tonic::Streaming<pb::LoadTreeChunk>>,
+    ) -> Result<Response<pb::LoadTreeReply>, Status> {
+        use crate::replica::load::MAX_LOAD_BYTES;
+        let mut stream = request.into_inner();
+        let (mut chunks, mut bytes, mut first) = (Vec::new(), 0usize, None);
+        while let Some(chunk) = stream.message().await? {
+            bytes += chunk.data.len();
+            if bytes > MAX_LOAD_BYTES {
+                return Err(Status::invalid_argument(crate::replica::load::LoadError::TooLarge { bytes }.to_string()));
+            }
+            first.get_or_insert((chunk.epoch, chunk.wait_ms));
+            chunks.push(bytes::Bytes::from(chunk.data));
+        }
+        let (epoch, wait_ms) = first.unwrap_or((0, 0));
+        let wait = Duration::from_millis(if wait_ms == 0 { 30_000 } else { u64::from(wait_ms) });
+        let done = crate::load::load_tree(&self.handle, chunks, epoch, wait).await.map_err(load_status)?;
+        Ok(Response::new(pb::LoadTreeReply {
+            zxid: done.zxid.0,
+            nodes: count(done.nodes),
+            epoch: done.epoch,
+            took_ms: u64::try_from(done.took.as_millis()).unwrap_or(u64::MAX),
+        }))
+    }
+
     async fn get_configuration(
         &self,
         _: Request<pb::GetConfigurationRequest>,
     ) -> Result<Response<pb::ConfigurationReply>, Status> {
         let configuration = crate::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
         Ok(Response::new(configuration_reply(&configuration)))
+    }
+}
+
+/// The status a refused or unfinished load answers with.
+pub(crate) fn load_status(e: crate::load::LoadTreeError) -> Status {
+    use crate::load::LoadTreeError as E;
+    use crate::replica::load::LoadError as Refusal;
+    match e {
+        E::Stopped => unavailable(),
+        E::TimedOut(..) => Status::deadline_exceeded(e.to_string()),
+        E::Refused(Refusal::TooLarge { .. }) => Status::invalid_argument(e.to_string()),
+        E::Refused(Refusal::Refused(crate::tree::LoadRefusal::Unreadable(_))) => {
+            Status::invalid_argument(e.to_string())
+        }
+        E::Refused(Refusal::Busy(_)) => Status::unavailable(e.to_string()),
+        E::Refused(Refusal::NotLeader { .. } | Refusal::Refused(_))
+        | E::NotApplied { .. }
+        | E::MemberCannotLoad { .. } => Status::failed_precondition(e.to_string()),
     }
 }
 

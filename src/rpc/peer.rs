@@ -530,6 +530,7 @@ impl pb::peer_server::Peer for PeerService {
                             break;
                         }
                         let turn = lock_map(&deliveries).entry(from).or_default().clone();
+                        lock_map(&handle.peer_versions).insert(from, version);
                         follower = Some((from, turn.clone()));
                         turn
                     }
@@ -726,7 +727,7 @@ mod tests {
     async fn notify_accepts_peer_protocols_1_and_2_and_an_unstated_one_and_refuses_others_naming_both() {
         let (url, mut inbox) = leader_service().await;
         let mut client = pb::peer_client::PeerClient::connect(url).await.expect("connect");
-        for (said, agreed) in [(None, "1"), (Some("1"), "1"), (Some("2"), "2")] {
+        for (said, agreed) in [(None, "1"), (Some("1"), "1"), (Some("2"), "2"), (Some("3"), "3")] {
             let answer = client.notify(notification_saying(said)).await.expect("a version spoken here");
             assert_eq!(answered_version(&answer), Some(agreed), "for {said:?}");
             assert!(notification_arrives(&mut inbox, 5).await, "for {said:?}");
@@ -735,7 +736,7 @@ mod tests {
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
         assert_eq!(
             refused.message(),
-            "peer protocol 7 from member 2 is not understood here (this build speaks 1 to 2)"
+            "peer protocol 7 from member 2 is not understood here (this build speaks 1 to 3)"
         );
         assert!(next_input(&mut inbox, 1).await.is_none(), "a refused notification reaches nothing");
         // The refusal closed nothing: the same channel goes on.
@@ -750,20 +751,20 @@ mod tests {
         let (_tx, rx) = mpsc::channel::<pb::FollowerMessage>(1);
         let mut request = Request::new(ReceiverStream::new(rx));
         request.metadata_mut().insert(peer_protocol::VERSION_HEADER, "9".parse().expect("ascii"));
-        request.metadata_mut().insert(peer_protocol::OLDEST_HEADER, "3".parse().expect("ascii"));
+        request.metadata_mut().insert(peer_protocol::OLDEST_HEADER, "4".parse().expect("ascii"));
         request.metadata_mut().insert(peer_protocol::MEMBER_HEADER, "2".parse().expect("ascii"));
-        let refused = client.follow(request).await.expect_err("versions 3 to 9");
+        let refused = client.follow(request).await.expect_err("versions 4 to 9");
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
         assert_eq!(
             refused.message(),
-            "peer protocol 3 to 9 from member 2 is not understood here (this build speaks 1 to 2)"
+            "peer protocol 4 to 9 from member 2 is not understood here (this build speaks 1 to 3)"
         );
-        // This build's own offer is answered with version 2, and the stream works.
+        // This build's own offer is answered with version 3, and the stream works.
         let (tx, rx) = mpsc::channel(16);
         let mut request = Request::new(ReceiverStream::new(rx));
         peer_protocol::offer(request.metadata_mut(), 2);
         let answer = client.follow(request).await.expect("this build's versions");
-        assert_eq!(answered_version(&answer), Some("2"));
+        assert_eq!(answered_version(&answer), Some("3"));
         tx.send(ping(5)).await.expect("send");
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(5));
         // A stream from a build before versions (no header) is version 1.

@@ -7,7 +7,9 @@
 //! refuses the call with `FailedPrecondition` and a message that names both
 //! sides' versions. A caller that says nothing is a build from before
 //! versions were stated, and speaks version 1, which is the same wire as
-//! version 2: nothing but these headers came with version 2.
+//! version 2: nothing but these headers came with version 2. Version 3 is
+//! the same wire again, from a build that reads the `load` transaction: a
+//! leader loads a tree only once every member speaks it ([`LOAD`]).
 //!
 //! Why metadata and not a protobuf field: the version belongs to the call,
 //! not to one of its messages, so it is read before any message is decoded
@@ -25,7 +27,11 @@ use std::sync::Mutex;
 use tonic::metadata::{MetadataMap, MetadataValue};
 
 /// The newest peer protocol this build speaks, and the one it offers.
-pub const SPEAKS: u32 = 2;
+pub const SPEAKS: u32 = 3;
+/// The first peer protocol whose members read the `load` transaction (a
+/// tree loaded into a running ensemble): proposing one to a member that
+/// speaks less would leave it unable to follow.
+pub const LOAD: u32 = 3;
 /// The oldest peer protocol this build still speaks: the previous release's.
 pub const OLDEST: u32 = 1;
 /// Request metadata: the newest version the caller speaks; response
@@ -222,21 +228,22 @@ mod tests {
     }
 
     #[test]
-    fn an_unstated_version_is_version_1_and_this_build_offers_1_to_2() {
+    fn an_unstated_version_is_version_1_and_this_build_offers_1_to_3() {
         assert_eq!(accept(&MetadataMap::new(), "member 3"), Ok(1));
         let mut ours = MetadataMap::new();
         offer(&mut ours, 3);
-        assert_eq!(accept(&ours, "member 3"), Ok(2));
+        assert_eq!(accept(&ours, "member 3"), Ok(3));
         assert_eq!(claimed_member(&ours), Some(3));
         assert_eq!(accept(&metadata(&[(VERSION_HEADER, "1")]), "member 3"), Ok(1));
     }
 
     #[test]
     fn a_rolling_upgrade_agrees_on_the_newest_version_both_speak() {
-        // The next release (3, still speaking 2) and this one meet at 2.
-        assert_eq!(accept(&metadata(&[(VERSION_HEADER, "3"), (OLDEST_HEADER, "2")]), "member 2"), Ok(2));
-        assert_eq!(Versions { oldest: 2, newest: 3 }.agree(Versions::HERE), Some(2));
-        assert_eq!(Versions { oldest: 3, newest: 4 }.agree(Versions::HERE), None);
+        // The next release (4, still speaking 3) and this one meet at 3;
+        // the previous one (1 to 2) and this one at 2.
+        assert_eq!(accept(&metadata(&[(VERSION_HEADER, "4"), (OLDEST_HEADER, "3")]), "member 2"), Ok(3));
+        assert_eq!(Versions { oldest: 1, newest: 2 }.agree(Versions::HERE), Some(2));
+        assert_eq!(Versions { oldest: 4, newest: 5 }.agree(Versions::HERE), None);
     }
 
     #[test]
@@ -244,7 +251,7 @@ mod tests {
         let refused = accept(&metadata(&[(VERSION_HEADER, "7")]), "member 3").expect_err("7");
         assert_eq!(
             refused.to_string(),
-            "peer protocol 7 from member 3 is not understood here (this build speaks 1 to 2)"
+            "peer protocol 7 from member 3 is not understood here (this build speaks 1 to 3)"
         );
         let range = accept(&metadata(&[(VERSION_HEADER, "7"), (OLDEST_HEADER, "5")]), "member 3").expect_err("5..7");
         assert!(range.to_string().starts_with("peer protocol 5 to 7 from member 3"), "{range}");

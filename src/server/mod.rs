@@ -367,6 +367,12 @@ impl Owner {
             Query::Reconfigure { change, reply } => {
                 let _ = reply.send(self.replica.reconfigure(&change));
             }
+            Query::LoadTree { chunks, epoch, reply } => {
+                let _ = reply.send(self.replica.load_tree(chunks, epoch));
+            }
+            Query::LoadOutcome(zxid, reply) => {
+                let _ = reply.send(self.replica.load_outcome(zxid));
+            }
             Query::Configuration(reply) => {
                 let committed = self.replica.tree().state().configuration().cloned();
                 let _ = reply.send(committed.unwrap_or_else(|| self.replica.zab().configuration().clone()));

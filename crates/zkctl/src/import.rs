@@ -61,6 +61,30 @@ pub fn run(zookeeper_data: &Path, log_dir: Option<&Path>, data_dir: &Path, out: 
     Ok(Exit::Ok)
 }
 
+/// Loads ZooKeeper's data in `zookeeper_data` into the running ensemble at
+/// `server` (an admin address), whose tree must be empty.
+pub async fn load(
+    zookeeper_data: &Path,
+    log_dir: Option<&Path>,
+    server: &str,
+    options: &crate::admin::AdminOptions,
+    timeout: std::time::Duration,
+    out: &Printer,
+) -> Result<Exit, ClientError> {
+    let (chunks, report) = zookeeper_import::read(zookeeper_data, log_dir)
+        .map_err(|e| ClientError::InvalidArgument(format!("import: {e}")))?;
+    let what = format!(
+        "{} nodes and {} open sessions of ZooKeeper's {} (last zxid {:#x})",
+        report.nodes,
+        report.sessions,
+        zookeeper_data.display(),
+        report.last_zxid.0
+    );
+    let dialer = crate::admin::Dialer::new(options, timeout)?;
+    crate::admin::load::load(server, &dialer, &chunks, report.epoch, &what, out).await?;
+    Ok(Exit::Ok)
+}
+
 /// Exports the tree in `snapshot` (a saved file) or `data_dir` (a stopped
 /// member's newest snapshot) as Apache ZooKeeper's snapshot at `to`.
 pub fn export(snapshot: Option<&Path>, data_dir: Option<&Path>, to: &Path, out: &Printer) -> Result<Exit, ClientError> {

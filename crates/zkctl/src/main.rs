@@ -132,6 +132,8 @@ enum Command {
     /// (3.4 to 3.9): the newest snapshot and every logged transaction after
     /// it, checksums verified, recovered as ZooKeeper would on restart.
     /// Start one member on it; the others of an ensemble catch up by sync.
+    /// Or, with --load, load it into a running ensemble whose tree is empty
+    /// (through its leader, found from `--admin`).
     Import {
         /// ZooKeeper's dataDir (holding version-2/snapshot.* and, unless
         /// --zookeeper-log-dir, version-2/log.*). Stop ZooKeeper first.
@@ -141,8 +143,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         zookeeper_log_dir: Option<PathBuf>,
         /// The member's data directory to create (must be absent or empty).
-        #[arg(long, value_name = "DIR")]
-        data_dir: PathBuf,
+        #[arg(long, value_name = "DIR", required_unless_present = "load", conflicts_with = "load")]
+        data_dir: Option<PathBuf>,
+        /// Load the tree into the running ensemble at `--admin` instead.
+        #[arg(long)]
+        load: bool,
     },
     /// Write an Apache ZooKeeper snapshot of a tree (the way back from a
     /// migration): from a snapshot saved from a running member (`admin
@@ -415,9 +420,20 @@ async fn run(mut cli: Cli) -> Exit {
         Some(Command::Admin(command)) => {
             return admin::run(&cli.admin, &cli.admin_options, timeout, command, &out).await;
         }
-        Some(Command::Import { zookeeper_data, zookeeper_log_dir, data_dir }) => {
+        Some(Command::Import { zookeeper_data, zookeeper_log_dir, data_dir: Some(data_dir), .. }) => {
             let result = import::run(&zookeeper_data, zookeeper_log_dir.as_deref(), &data_dir, &out);
             return result.unwrap_or_else(|e| out.fail(&e));
+        }
+        Some(Command::Import { zookeeper_data, zookeeper_log_dir, data_dir: None, .. }) => {
+            let result = import::load(
+                &zookeeper_data,
+                zookeeper_log_dir.as_deref(),
+                &cli.admin,
+                &cli.admin_options,
+                timeout,
+                &out,
+            );
+            return result.await.unwrap_or_else(|e| out.fail(&e));
         }
         Some(Command::Restore(args)) => return restore::run(args, &out).unwrap_or_else(|e| out.fail(&e)),
         Some(Command::Export { snapshot, data_dir, zookeeper_snapshot }) => {

@@ -73,7 +73,7 @@ pub const COMMANDS: &[Command] = &[
         needs_token: true,
         method: Method::Post,
         word: None,
-        about: "not served on a running member: restore a stopped member with zkctl admin snapshot restore",
+        about: "loads a snapshot (ours or ZooKeeper's) into the ensemble's empty tree, through the leader",
     },
     get(&["ruok"], Some("ruok"), true, "answers while the member serves"),
     get(&["server_stats", "srvr"], Some("srvr"), true, "the figures of srvr"),

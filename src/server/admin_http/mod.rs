@@ -5,8 +5,8 @@
 //! The commands answer JSON under ZooKeeper's names ([`commands`]). Two of
 //! them touch data wholesale and need the admin token when one is
 //! configured: `snapshot` (streams a fresh snapshot, the bytes
-//! `zkctl admin snapshot save` writes) and `restore` (refused: a running
-//! member's tree is not replaced here). Without a token they are served only
+//! `zkctl admin snapshot save` writes) and `restore` (loads a snapshot,
+//! ours or ZooKeeper's, into the ensemble's empty tree through Zab). Without a token they are served only
 //! on a loopback listener, as the admin API is.
 
 pub mod commands;
@@ -130,7 +130,12 @@ pub fn routes(handle: Handle) -> axum::Router {
     axum::Router::new()
         .route(COMMAND_URL, get(list))
         .route("/commands/", get(list))
-        .route("/commands/{name}", get(run_get).post(run_post))
+        .route(
+            "/commands/{name}",
+            get(run_get)
+                .post(run_post)
+                .layer(axum::extract::DefaultBodyLimit::max(crate::replica::load::MAX_LOAD_BYTES)),
+        )
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .with_state(handle)
@@ -196,6 +201,7 @@ async fn run_post(
     axum::extract::State(handle): State,
     axum::extract::Path(name): axum::extract::Path<String>,
     headers: HeaderMap,
+    body: axum::body::Bytes,
 ) -> Response {
     let Some(command) = commands::find(&name) else {
         return json_response(StatusCode::OK, &commands::unknown(&name));
@@ -210,11 +216,49 @@ async fn run_post(
     if let Err(e) = authorize_request(&handle.config, &headers) {
         return refused(command, &e);
     }
-    // Replacing a running member's tree would bypass Zab; a member is
-    // restored stopped, from a saved snapshot, and catches up on start.
-    let why = "restore is not served on a running member: stop it, then `zkctl admin snapshot restore FILE \
-               --data-dir DIR` (or `zabkeeper` on a fresh data directory); it catches up from the leader on start";
-    json_response(StatusCode::NOT_IMPLEMENTED, &commands::response(command.primary(), Some(why), Map::new()))
+    restore(&handle, &body).await
+}
+
+/// `restore`: loads the snapshot in the body into the ensemble's empty tree
+/// through Zab (see `crate::load`), not into this member alone as ZooKeeper
+/// does: either the bytes `snapshot` streams, or an Apache ZooKeeper
+/// snapshot (its AdminServer's stream, or a `snapshot.<zxid>` file). The
+/// leader must serve it; a tree with nodes of its own is refused.
+async fn restore(handle: &Handle, body: &[u8]) -> Response {
+    use crate::admin::zookeeper_import;
+    use crate::zookeeper_files::snapshot::SNAP_MAGIC;
+    let answer = |status: StatusCode, error: Option<&str>, fields: Map<String, Value>| {
+        json_response(status, &commands::response("restore", error, fields))
+    };
+    let parsed = if body.starts_with(&SNAP_MAGIC.to_be_bytes()) {
+        zookeeper_import::read_snapshot("the request body", body).map_err(|e| e.to_string())
+    } else {
+        crate::tree::snapshot::from_chunks([body])
+            .map(|state| (vec![bytes::Bytes::copy_from_slice(body)], state.highest_epoch()))
+            .map_err(|e| format!("the request body is neither a snapshot of ours nor ZooKeeper's: {e}"))
+    };
+    let (chunks, epoch) = match parsed {
+        Ok(parsed) => parsed,
+        Err(why) => return answer(StatusCode::BAD_REQUEST, Some(&why), Map::new()),
+    };
+    match crate::load::load_tree(handle, chunks, epoch, Duration::from_secs(30)).await {
+        Ok(done) => {
+            let mut fields = Map::new();
+            fields.insert("last_zxid".into(), json!(done.zxid.as_i64()));
+            fields.insert("nodes".into(), json!(done.nodes));
+            fields.insert("epoch".into(), json!(done.epoch));
+            answer(StatusCode::OK, None, fields)
+        }
+        Err(e) => {
+            let status = match crate::rpc::admin::load_status(e.clone()).code() {
+                tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
+                tonic::Code::FailedPrecondition => StatusCode::CONFLICT,
+                tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            answer(status, Some(&e.to_string()), Map::new())
+        }
+    }
 }
 
 /// ZooKeeper's `streaming` parameter: true when absent, else as Java's

@@ -6,6 +6,7 @@
 
 mod backup;
 mod leader;
+pub(crate) mod load;
 mod log;
 mod member;
 pub(crate) mod show;
@@ -141,7 +142,7 @@ pub(crate) struct Dialer {
 }
 
 impl Dialer {
-    fn new(options: &AdminOptions, timeout: Duration) -> Result<Dialer, ClientError> {
+    pub(crate) fn new(options: &AdminOptions, timeout: Duration) -> Result<Dialer, ClientError> {
         let secret = match (&options.admin_token, &options.admin_token_file) {
             (Some(t), _) => Some(t.clone()),
             (None, Some(file)) => Some(
@@ -177,7 +178,8 @@ impl Dialer {
             server: server.to_string(),
             reason: format!("cannot connect to the admin port: {e}"),
         })?;
-        Ok(AdminClient::with_interceptor(channel, self.token.clone()))
+        // A log entry can be as large as a loaded tree (under 64 MiB, as a peer message).
+        Ok(AdminClient::with_interceptor(channel, self.token.clone()).max_decoding_message_size(64 * 1024 * 1024))
     }
 
     pub(crate) async fn status(&self, server: &str) -> Result<pb::StatusReply, ClientError> {

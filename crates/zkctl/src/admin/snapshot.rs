@@ -41,6 +41,13 @@ pub enum SnapshotCommand {
         #[arg(long)]
         file: Option<PathBuf>,
     },
+    /// Load a saved snapshot into a running ensemble whose tree is empty,
+    /// through its leader: every node with its Stat, and its sessions. The
+    /// ensemble then writes in an epoch above the snapshot's history.
+    Load {
+        /// A file written by `snapshot save` (or fetched from the AdminServer's `snapshot`).
+        file: PathBuf,
+    },
     /// Make a fresh data directory from a saved snapshot (the member then
     /// joins and catches up from the leader).
     Restore {
@@ -153,6 +160,10 @@ pub async fn snapshot_command(
             if !out.json {
                 out.line(&table(&show::NODE_HEADER, &nodes));
             }
+        }
+        SnapshotCommand::Load { file } => {
+            let (_, chunks, _) = offline::read_snapshot_file(&file).map_err(offline_error)?;
+            super::load::load(server, dialer, &chunks, 0, &format!("{}", file.display()), out).await?;
         }
         SnapshotCommand::Restore { file, data_dir } => {
             let (z, nodes) = offline::restore(&file, &data_dir).map_err(offline_error)?;

@@ -367,7 +367,7 @@ function editForms(path, n) {
 
 // ---- changes ---------------------------------------------------------------
 
-const TYPES = ["", "create", "delete", "setData", "setACL", "multi", "createSession", "closeSession", "error", "reconfig"];
+const TYPES = ["", "create", "delete", "setData", "setACL", "multi", "createSession", "closeSession", "error", "reconfig", "load"];
 
 function entryRow(e, opened) {
   const paths = [...new Set(e.ops.flatMap(o => (o.path ? [o.path] : []).concat(o.paths || [])))].join(" ");
