@@ -217,7 +217,11 @@ impl Peer {
         if round > self.round {
             self.round = round;
             e.received.clear();
-            e.vote = own.max(vote);
+            // A nomination (a hand-over) is kept into the later round: it
+            // names a member holding our whole history, and started over
+            // from our own vote the highest id would win instead.
+            let base = if e.vote.nominated { e.vote.max(own) } else { own };
+            e.vote = base.max(vote);
             e.received.insert(id, e.vote);
             e.quorum_since = None;
             changed = true;

@@ -119,3 +119,27 @@ fn the_old_leader_keeps_its_new_leader_when_its_successors_follower_stream_ends(
     peer.handle(Input::Disconnected { peer: target, link: Link::ToLeader });
     assert_eq!(peer.status().role, Role::Looking, "its own stream to the leader ending does count");
 }
+
+/// Found by CI (the multi-host run): a follower that had been through an
+/// election of its own (its round ahead of the others') looked again at the
+/// hand-over, voting for itself; the old leader and the nominee, hearing
+/// its later round, started that round over with their own votes, dropping
+/// the nomination, and the highest id won instead of the nominee.
+#[test]
+fn a_nomination_survives_a_later_round_heard_during_the_hand_over() {
+    let mut c = Cluster::new(3);
+    c.settle(3);
+    let leader = c.leader().expect("a leader");
+    let mut followers = (1..=3).filter(|id| *id != leader);
+    let (nominee, ahead) = (followers.next().expect("a follower"), followers.next().expect("another"));
+    // `ahead` loses its leader for a moment: it looks (a round more) and rejoins.
+    c.nodes.get_mut(&ahead).unwrap().peer.handle(Input::Disconnected { peer: leader, link: Link::ToLeader });
+    c.drain(ahead);
+    c.settle(30);
+    assert_eq!((c.leader(), c.serving()), (Some(leader), 3), "it rejoined the same leader");
+    let target = c.nodes.get_mut(&leader).unwrap().peer.transfer_leadership(Some(nominee)).expect("synced");
+    assert_eq!(target, nominee);
+    c.drain(leader);
+    c.deliver_all();
+    assert_eq!(c.leader(), Some(nominee), "the nominee leads, not the highest id");
+}
