@@ -137,6 +137,9 @@ fn a_saved_tree_loads_into_an_empty_ensemble_whole_and_writes_go_on_above_it() {
     assert!(target.panics().is_empty() && source.panics().is_empty());
 }
 
+/// Then, member 3 started and the node deleted again, the saved tree goes
+/// back in through a follower's `restore`, which hands it to the leader as
+/// ZooKeeper's can be asked of any server: the node returns as it was.
 #[test]
 fn a_load_is_refused_while_a_member_has_not_followed_the_leader() {
     let _serial = serial();
@@ -156,5 +159,25 @@ fn a_load_is_refused_while_a_member_has_not_followed_the_leader() {
     zkctl_json(&ensemble, leader, &["snapshot", "save", file_arg]).expect("save");
     let refused = zkctl_json(&ensemble, leader, &["snapshot", "load", file_arg]).expect_err("member 3 is unknown");
     assert!(refused.contains("member 3 has not followed this member"), "{refused}");
+
+    let saved = rt.block_on(async {
+        let c = connect(&ensemble.grpc(&[1, 2])).await;
+        let (_, stat) = c.get_data("/x").await.expect("read");
+        c.delete("/x", -1).await.expect("delete");
+        stat
+    });
+    ensemble.spawn(3);
+    let leader = ensemble.wait_serving(vec![1, 2, 3], Duration::from_secs(30));
+    let follower = [1, 2, 3].into_iter().find(|id| *id != leader).expect("a follower");
+    let (status, body) = restore(&ensemble, follower, &std::fs::read(&file).expect("the file"));
+    assert!(status.contains(" 200 "), "{status} {body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["error"], Value::Null, "{answer}");
+    assert!(answer["epoch"].as_u64().is_some_and(|e| e > (saved.czxid as u64 >> 32)), "{answer}");
+    rt.block_on(async {
+        let c = connect(&ensemble.grpc(&[3])).await;
+        c.sync("/").await.expect("sync");
+        assert_eq!(c.get_data("/x").await.expect("restored").1, saved, "the node returns with its Stat");
+    });
     assert!(ensemble.panics().is_empty());
 }

@@ -74,27 +74,8 @@ pub async fn fetch_membership(
     tls: Option<&crate::config::TlsConfig>,
 ) -> Result<Membership, String> {
     use crate::proto::admin as pb;
-    let unreachable = |e: &dyn std::fmt::Display| format!("cannot reach the admin API at {admin_addr}: {e}");
-    let tls = tls.filter(|t| t.admin);
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{admin_addr}"))
-        .map_err(|e| unreachable(&e))?
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(Duration::from_secs(10));
-    if let Some(files) = tls {
-        let host = admin_addr.rsplit_once(':').map_or(admin_addr, |(host, _)| host);
-        let config = crate::tls::dialing_config(files).map_err(|e| unreachable(&e))?;
-        endpoint =
-            endpoint.tls_config(config.domain_name(host.trim_matches(['[', ']']))).map_err(|e| unreachable(&e))?;
-    }
-    let channel = endpoint.connect().await.map_err(|e| unreachable(&e))?;
-    let mut admin = pb::admin_client::AdminClient::new(channel);
-    let mut request = tonic::Request::new(pb::GetConfigurationRequest {});
-    if let Some(token) = token {
-        let value =
-            format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value".to_string())?;
-        request.metadata_mut().insert("authorization", value);
-    }
+    let mut admin = crate::rpc::admin::dial(admin_addr, tls, Duration::from_secs(10)).await?;
+    let request = crate::rpc::admin::with_token(tonic::Request::new(pb::GetConfigurationRequest {}), token)?;
     let reply = admin.get_configuration(request).await.map_err(|e| format!("{admin_addr}: {}", e.message()))?;
     let members = reply
         .into_inner()

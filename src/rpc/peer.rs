@@ -568,6 +568,8 @@ impl pb::peer_server::Peer for PeerService {
                         let mut registry = lock_map(&inbound);
                         if registry.get(&f).is_some_and(|s| s.stream_id == stream_id) {
                             registry.remove(&f);
+                            // Not following now: what it speaks is unknown until it comes back.
+                            lock_map(&handle.peer_versions).remove(&f);
                         }
                     }
                     handle.input(Input::PeerDisconnected { peer: f, link: Link::FromFollower }).await;

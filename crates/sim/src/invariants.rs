@@ -308,6 +308,11 @@ impl Oracle {
         }
     }
 
+    /// Whether a load that needed a new epoch was committed.
+    pub fn loaded(&self) -> bool {
+        self.load.is_some()
+    }
+
     /// FIFO client order: each session's writes commit in the order it sent them.
     fn check_session_order(&mut self, zxid: Zxid, txn: &Txn) -> Result<(), Violation> {
         let Some(seq) = write_sequence(&txn.body) else { return Ok(()) };

@@ -243,6 +243,8 @@ pub struct Report {
     pub loads: usize,
     /// Loads refused (the workload wrote first).
     pub loads_refused: usize,
+    /// Loads committed (what the oracle then checks every later commit against).
+    pub loads_committed: usize,
 }
 
 /// A failed run: the seed to replay and what broke.
@@ -411,6 +413,7 @@ impl Simulation {
         }
         self.check_converged().map_err(|v| self.fail(v))?;
         self.report.committed = self.oracle.committed();
+        self.report.loads_committed = usize::from(self.oracle.loaded());
         self.report.epochs = self.oracle.epochs();
         self.report.delivered = self.net.delivered;
         self.report.acked_writes = self.clients.iter().map(Client::acked_count).sum();

@@ -14,6 +14,8 @@ pub mod commands;
 use crate::config::ServerConfig;
 use crate::frontend::facts::Facts;
 use crate::handle::{Event, Handle, Query, StatusReport};
+use crate::load::LoadTreeError;
+use crate::replica::load::LoadError;
 use crate::zab::Role;
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -130,12 +132,7 @@ pub fn routes(handle: Handle) -> axum::Router {
     axum::Router::new()
         .route(COMMAND_URL, get(list))
         .route("/commands/", get(list))
-        .route(
-            "/commands/{name}",
-            get(run_get)
-                .post(run_post)
-                .layer(axum::extract::DefaultBodyLimit::max(crate::replica::load::MAX_LOAD_BYTES)),
-        )
+        .route("/commands/{name}", get(run_get).post(run_post))
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .with_state(handle)
@@ -201,7 +198,7 @@ async fn run_post(
     axum::extract::State(handle): State,
     axum::extract::Path(name): axum::extract::Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Body,
 ) -> Response {
     let Some(command) = commands::find(&name) else {
         return json_response(StatusCode::OK, &commands::unknown(&name));
@@ -216,7 +213,15 @@ async fn run_post(
     if let Err(e) = authorize_request(&handle.config, &headers) {
         return refused(command, &e);
     }
-    restore(&handle, &body).await
+    // Read only once authorized, and no more than a load carries.
+    let limit = crate::replica::load::MAX_LOAD_BYTES;
+    match axum::body::to_bytes(body, limit).await {
+        Ok(body) => restore(&handle, body).await,
+        Err(e) => {
+            let why = format!("the request body could not be read whole within {limit} bytes (a load's most): {e}");
+            json_response(StatusCode::BAD_REQUEST, &commands::response("restore", Some(&why), Map::new()))
+        }
+    }
 }
 
 /// `restore`: loads the snapshot in the body into the ensemble's empty tree
@@ -224,41 +229,93 @@ async fn run_post(
 /// does: either the bytes `snapshot` streams, or an Apache ZooKeeper
 /// snapshot (its AdminServer's stream, or a `snapshot.<zxid>` file). The
 /// leader must serve it; a tree with nodes of its own is refused.
-async fn restore(handle: &Handle, body: &[u8]) -> Response {
-    use crate::admin::zookeeper_import;
-    use crate::zookeeper_files::snapshot::SNAP_MAGIC;
+async fn restore(handle: &Handle, body: bytes::Bytes) -> Response {
     let answer = |status: StatusCode, error: Option<&str>, fields: Map<String, Value>| {
         json_response(status, &commands::response("restore", error, fields))
     };
-    let parsed = if body.starts_with(&SNAP_MAGIC.to_be_bytes()) {
-        zookeeper_import::read_snapshot("the request body", body).map_err(|e| e.to_string())
-    } else {
-        crate::tree::snapshot::from_chunks([body])
-            .map(|state| (vec![bytes::Bytes::copy_from_slice(body)], state.highest_epoch()))
-            .map_err(|e| format!("the request body is neither a snapshot of ours nor ZooKeeper's: {e}"))
+    let (chunks, epoch) = match tokio::task::spawn_blocking(move || read_restore_body(body)).await {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(why)) => return answer(StatusCode::BAD_REQUEST, Some(&why), Map::new()),
+        Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, Some(&e.to_string()), Map::new()),
     };
-    let (chunks, epoch) = match parsed {
-        Ok(parsed) => parsed,
-        Err(why) => return answer(StatusCode::BAD_REQUEST, Some(&why), Map::new()),
+    let loaded = match crate::load::load_tree(handle, chunks.clone(), epoch, RESTORE_WAIT).await {
+        Ok(done) => Ok((done.zxid.as_i64(), done.nodes as u64, done.epoch)),
+        // As ZooKeeper's, any member takes a restore: a follower hands it to the leader.
+        Err(LoadTreeError::Refused(LoadError::NotLeader { leader: Some(leader), .. })) => {
+            restore_at_leader(handle, leader, chunks, epoch).await
+        }
+        Err(e) => Err(crate::rpc::admin::load_status(e)),
     };
-    match crate::load::load_tree(handle, chunks, epoch, Duration::from_secs(30)).await {
-        Ok(done) => {
+    match loaded {
+        Ok((zxid, nodes, epoch)) => {
             let mut fields = Map::new();
-            fields.insert("last_zxid".into(), json!(done.zxid.as_i64()));
-            fields.insert("nodes".into(), json!(done.nodes));
-            fields.insert("epoch".into(), json!(done.epoch));
+            fields.insert("last_zxid".into(), json!(zxid));
+            fields.insert("nodes".into(), json!(nodes));
+            fields.insert("epoch".into(), json!(epoch));
             answer(StatusCode::OK, None, fields)
         }
-        Err(e) => {
-            let status = match crate::rpc::admin::load_status(e.clone()).code() {
+        Err(status) => {
+            let code = match status.code() {
                 tonic::Code::InvalidArgument => StatusCode::BAD_REQUEST,
                 tonic::Code::FailedPrecondition => StatusCode::CONFLICT,
                 tonic::Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
                 _ => StatusCode::SERVICE_UNAVAILABLE,
             };
-            answer(status, Some(&e.to_string()), Map::new())
+            answer(code, Some(status.message()), Map::new())
         }
     }
+}
+
+/// The tree a `restore` body holds, as a load's chunks, and its history's
+/// epoch: ZooKeeper's snapshot (its magic first) or ours.
+fn read_restore_body(body: bytes::Bytes) -> Result<(Vec<bytes::Bytes>, u32), String> {
+    use crate::zookeeper_files::snapshot::SNAP_MAGIC;
+    if body.starts_with(&SNAP_MAGIC.to_be_bytes()) {
+        return crate::admin::zookeeper_import::read_snapshot("the request body", &body).map_err(|e| e.to_string());
+    }
+    let state = crate::tree::snapshot::from_chunks([body.as_ref()])
+        .map_err(|e| format!("the request body is neither a snapshot of ours nor ZooKeeper's: {e}"))?;
+    Ok((crate::replica::load::in_pieces(body), state.highest_epoch()))
+}
+
+/// How long `restore` waits for the load to be applied and the ensemble to serve.
+const RESTORE_WAIT: Duration = Duration::from_secs(30);
+
+/// A follower's `restore`, sent on to the admin API of `leader` (its
+/// address from the replicated configuration; this member's token and TLS).
+/// Answers the load's zxid, node count and epoch, or the leader's refusal.
+async fn restore_at_leader(
+    handle: &Handle,
+    leader: crate::ids::ServerId,
+    chunks: Vec<bytes::Bytes>,
+    epoch: u32,
+) -> Result<(i64, u64, u32), tonic::Status> {
+    use crate::proto::admin as pb;
+    let unavailable = |why: String| tonic::Status::unavailable(format!("the leader (member {leader}): {why}"));
+    let configuration = crate::reconfig::configuration(handle).await.map_err(|e| unavailable(e.to_string()))?;
+    let addr = configuration
+        .members()
+        .find(|m| m.id == leader)
+        .map(|m| m.endpoints.admin.clone())
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| unavailable("its admin address is not known here; send the restore to it".into()))?;
+    let config = &handle.config;
+    let wait = RESTORE_WAIT + Duration::from_secs(5);
+    let mut admin = crate::rpc::admin::dial(&addr, config.tls.as_ref(), wait).await.map_err(unavailable)?;
+    let wait_ms = u32::try_from(RESTORE_WAIT.as_millis()).unwrap_or(u32::MAX);
+    // Pieces well under a gRPC message's default 4 MiB.
+    let messages: Vec<pb::LoadTreeChunk> = chunks
+        .iter()
+        .flat_map(|c| c.chunks(1024 * 1024))
+        .map(|piece| pb::LoadTreeChunk { data: piece.to_vec(), epoch, wait_ms })
+        .collect();
+    let request = crate::rpc::admin::with_token(
+        tonic::Request::new(futures::stream::iter(messages)),
+        config.admin_token.as_deref(),
+    )
+    .map_err(unavailable)?;
+    let reply = admin.load_tree(request).await?.into_inner();
+    Ok((reply.zxid as i64, reply.nodes, reply.epoch))
 }
 
 /// ZooKeeper's `streaming` parameter: true when absent, else as Java's

@@ -41,16 +41,25 @@ pub(crate) fn stored_proposals(stored: &[Entry], io: &Io) -> (ServerId, Vec<Mess
 }
 
 /// `entries` as PROPOSAL messages of at most `batch` entries each, each
-/// naming the zxid before its first entry (`prev` for the first).
+/// naming the zxid before its first entry (`prev` for the first). A loaded
+/// tree travels alone: it alone may take most of a peer message.
 pub fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) -> Vec<Message> {
-    entries
-        .chunks(batch.max(1))
-        .map(|chunk| {
-            let msg = Message::Proposal { epoch, prev, entries: chunk.to_vec() };
-            prev = chunk.last().map_or(prev, |e| e.zxid);
-            msg
-        })
-        .collect()
+    let alone = |e: &Entry| e.txn.body.loaded_epoch().is_some();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < entries.len() {
+        let end = if alone(&entries[start]) {
+            start + 1
+        } else {
+            let limit = (start + batch.max(1)).min(entries.len());
+            entries[start..limit].iter().position(alone).map_or(limit, |at| start + at)
+        };
+        let chunk = &entries[start..end];
+        out.push(Message::Proposal { epoch, prev, entries: chunk.to_vec() });
+        prev = chunk.last().map_or(prev, |e| e.zxid);
+        start = end;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -728,6 +737,12 @@ impl Peer {
         self.committed = up_to;
         if let Some(epoch) = entries.iter().filter_map(|e| e.txn.body.loaded_epoch()).max() {
             self.epoch_floor = self.epoch_floor.max(epoch);
+            // Promised durably, as a NEWEPOCH that never won would be: no
+            // epoch at or below the loaded one is ever joined again, after a
+            // restart too (the snapshot may cover the load before the move).
+            if epoch > self.accepted_epoch {
+                self.set_accepted_epoch(epoch);
+            }
         }
         if !entries.is_empty() {
             self.outbox.push(Action::Commit { entries });

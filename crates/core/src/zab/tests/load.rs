@@ -79,21 +79,57 @@ fn a_leader_that_crashes_after_the_commit_leaves_the_move_to_its_successor() {
     assert!(after.epoch() > 9);
 }
 
+/// Delivers until every member applied `at`, holding back every STEPDOWN
+/// (the leader dies before anyone hears it step down).
+fn commit_everywhere_but_step_down(c: &mut Cluster, at: Zxid) {
+    while c.nodes.values().filter(|n| n.applied.contains(&at)).count() < 3 {
+        let Some((from, to, msg)) = c.queue.pop_front() else { panic!("the load did not commit everywhere") };
+        if !matches!(msg, Message::StepDown { .. }) {
+            c.nodes.get_mut(&to).unwrap().peer.handle(Input::Message { from, msg });
+            c.drain(to);
+        }
+    }
+    c.queue.clear();
+}
+
 #[test]
-fn a_member_restarted_with_the_load_in_its_log_still_moves_past_it() {
-    let mut c = Cluster::new(3);
-    c.settle(3);
-    let (leader, at) = propose_load(&mut c, 5);
-    c.drain(leader);
-    c.deliver_all();
-    for id in 1..=3 {
-        c.crash(id);
+fn every_member_restarted_before_the_move_still_moves_past_the_load() {
+    for covered_by_snapshot in [false, true] {
+        let mut c = Cluster::new(3);
+        c.settle(3);
+        let (leader, at) = propose_load(&mut c, 5);
+        c.drain(leader);
+        commit_everywhere_but_step_down(&mut c, at);
+        for id in 1..=3 {
+            c.crash(id);
+            let durable = &mut c.nodes.get_mut(&id).unwrap().durable;
+            assert_eq!(durable.accepted_epoch, 5, "the commit promised the loaded epoch durably");
+            if covered_by_snapshot {
+                // A snapshot took the load in: the log after it holds nothing of it.
+                durable.snapshot_zxid = at;
+                durable.entries.retain(|e| e.zxid > at);
+            }
+        }
+        for id in 1..=3 {
+            c.restart(id);
+        }
+        c.settle(30);
+        let now = c.leader().expect("a leader after the restart");
+        assert!(c.nodes[&now].peer.current_epoch() > 5, "snapshot {covered_by_snapshot}");
+        assert!(c.propose(1).epoch() > 5);
     }
-    for id in 1..=3 {
-        c.restart(id);
-    }
-    c.settle(30);
-    let now = c.leader().expect("a leader after the restart");
-    assert!(c.nodes[&now].peer.current_epoch() > 5);
-    assert!(c.nodes.values().all(|n| n.durable.entries.iter().any(|e| e.zxid == at)), "the load is kept");
+}
+
+#[test]
+fn a_loaded_tree_travels_in_a_proposal_of_its_own() {
+    let entry = |n: u32, txn: Txn| Entry::new(Zxid::new(2, n), txn);
+    let entries = vec![entry(1, txn(1)), entry(2, txn(2)), entry(3, load(4)), entry(4, txn(4))];
+    let sizes: Vec<usize> = proposals(2, Zxid::new(2, 0), &entries, 1000)
+        .into_iter()
+        .map(|m| match m {
+            Message::Proposal { entries, .. } => entries.len(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, vec![2, 1, 1]);
 }
