@@ -57,18 +57,12 @@ impl TreeState {
         Some(Sample { count: 1 + own.count(), first })
     }
 
-    /// The highest epoch any zxid the nodes carry names (a loaded tree's
-    /// history may run ahead of the ensemble's epoch).
+    /// The highest epoch that the zxids of the nodes read in (from a
+    /// snapshot, or ZooKeeper's files) and the last zxid name: a loaded
+    /// tree's history may run ahead of the ensemble's epoch. Nodes written
+    /// since are not looked at (their zxids are the ensemble's own).
     pub fn highest_epoch(&self) -> Epoch {
-        let epoch = |z: i64| Zxid(z.max(0) as u64).epoch();
-        self.nodes()
-            .map(|(_, node)| {
-                let s = node.persisted();
-                epoch(s.czxid).max(epoch(s.mzxid)).max(epoch(s.pzxid))
-            })
-            .max()
-            .unwrap_or(0)
-            .max(self.last_zxid.epoch())
+        self.read_epoch.max(self.last_zxid.epoch())
     }
 }
 

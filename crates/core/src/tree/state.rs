@@ -24,6 +24,11 @@ pub struct TreeState {
     /// The replicated configuration; None until set from the configuration
     /// file or changed by a reconfiguration.
     pub(super) configuration: Option<Configuration>,
+    /// The highest epoch the zxids of the nodes read in (from a snapshot,
+    /// or ZooKeeper's files) name, noted as they are read: what a member
+    /// restarting from a snapshot of a loaded tree needs, at no extra pass
+    /// (see [`TreeState::highest_epoch`]). Not kept up by writes.
+    pub(super) read_epoch: crate::ids::Epoch,
 }
 
 impl Default for TreeState {
@@ -99,6 +104,7 @@ impl TreeState {
             data_bytes: 0,
             nodes_digest: None,
             configuration: None,
+            read_epoch: 0,
         }
     }
 
@@ -117,6 +123,8 @@ impl TreeState {
     /// Inserts a node without counting it in its parent: a snapshot's
     /// reader counts a run of siblings at once ([`TreeState::add_children`]).
     pub(crate) fn insert_unlinked(&mut self, path: &str, data: &Data, acl: SharedAcl, stat: StatPersisted) {
+        let epoch = |z: i64| Zxid(z.max(0) as u64).epoch();
+        self.read_epoch = self.read_epoch.max(epoch(stat.czxid).max(epoch(stat.mzxid)).max(epoch(stat.pzxid)));
         self.index_owner(path, stat.ephemeral_owner);
         self.data_bytes += data.len() as u64;
         // Parents come first, so no child is in yet.
