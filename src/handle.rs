@@ -201,18 +201,22 @@ impl Handle {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Asks the owner task a question and waits for its answer; None once
+    /// the owner task has stopped.
+    pub async fn ask<T>(&self, query: impl FnOnce(oneshot::Sender<T>) -> Query) -> Option<T> {
+        let (reply, answer) = oneshot::channel();
+        self.events.send(Event::Query(query(reply))).await.ok()?;
+        answer.await.ok()
+    }
+
     /// Asks the owner task for its state.
     pub async fn status_report(&self) -> Option<StatusReport> {
-        let (tx, rx) = oneshot::channel();
-        self.events.send(Event::Query(Query::Status(tx))).await.ok()?;
-        rx.await.ok()
+        self.ask(Query::Status).await
     }
 
     /// Asks the owner task for per-connection details.
     pub async fn details(&self) -> Option<Details> {
-        let (tx, rx) = oneshot::channel();
-        self.events.send(Event::Query(Query::Details(tx))).await.ok()?;
-        rx.await.ok()
+        self.ask(Query::Details).await
     }
 }
 

@@ -2,11 +2,10 @@
 //! on this member (the leader) and wait until the nominee leads, so the
 //! caller learns how it went rather than that it began.
 
-use crate::handle::{Event, Handle, Query};
+use crate::handle::{Handle, Query};
 use crate::ids::{Epoch, ServerId};
 use crate::zab::{Role, Status, TransferError};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// How often the wait looks at the replica's role.
 const POLL: Duration = Duration::from_millis(5);
@@ -56,13 +55,7 @@ pub async fn hand_over(handle: &Handle, to: Option<ServerId>, wait: Duration) ->
     if before.role != Role::Leading {
         return Err(HandoverError::NotLeader { me, leader: before.leader });
     }
-    let (reply, answer) = oneshot::channel();
-    handle
-        .events
-        .send(Event::Query(Query::TransferLeadership { to, reply }))
-        .await
-        .map_err(|_| HandoverError::Stopped)?;
-    let nominee = answer.await.map_err(|_| HandoverError::Stopped)??;
+    let nominee = handle.ask(|reply| Query::TransferLeadership { to, reply }).await.ok_or(HandoverError::Stopped)??;
     let epoch: Epoch = before.epoch;
     loop {
         tokio::time::sleep(POLL).await;
@@ -83,7 +76,5 @@ pub async fn hand_over(handle: &Handle, to: Option<ServerId>, wait: Duration) ->
 
 /// The replica's role and the member it is handing over to, if any.
 async fn role(handle: &Handle) -> Result<(Status, Option<ServerId>), HandoverError> {
-    let (reply, answer) = oneshot::channel();
-    handle.events.send(Event::Query(Query::Role(reply))).await.map_err(|_| HandoverError::Stopped)?;
-    answer.await.map_err(|_| HandoverError::Stopped)
+    handle.ask(Query::Role).await.ok_or(HandoverError::Stopped)
 }

@@ -57,6 +57,7 @@ pub use zabkeeper_proto as proto;
 pub mod admin;
 pub mod clock;
 pub mod config;
+pub mod dial;
 pub mod frontend;
 pub mod handle;
 pub mod handover;

@@ -4,10 +4,9 @@
 //! member applies it, and the answer comes once the ensemble serves again
 //! in an epoch above the loaded history's (see `replica::load`).
 
-use crate::handle::{Event, Handle, Query};
+use crate::handle::{Handle, Query};
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::replica::load::LoadError;
-use crate::rpc::peer_protocol::LOAD;
+use crate::replica::load::{LoadError, PEER_PROTOCOL as LOAD};
 use crate::zab::Role;
 use bytes::Bytes;
 use std::time::{Duration, Instant};
@@ -31,7 +30,7 @@ pub enum LoadTreeError {
         /// Why.
         code: crate::error::ErrorCode,
     },
-    /// A member may not read the load's log record (see `peer_protocol::LOAD`).
+    /// A member may not read the load's log record (see `replica::load::PEER_PROTOCOL`).
     #[error(
         "member {member} {why}: a load needs every member on a release that reads it (peer protocol {LOAD} or \
          later); upgrade it first, or import into a data directory instead"
@@ -64,9 +63,7 @@ pub struct Loaded {
 }
 
 async fn ask<T>(handle: &Handle, query: impl FnOnce(oneshot::Sender<T>) -> Query) -> Result<T, LoadTreeError> {
-    let (reply, answer) = oneshot::channel();
-    handle.events.send(Event::Query(query(reply))).await.map_err(|_| LoadTreeError::Stopped)?;
-    answer.await.map_err(|_| LoadTreeError::Stopped)
+    handle.ask(query).await.ok_or(LoadTreeError::Stopped)
 }
 
 /// Refuses a load unless this member leads and every other member of the

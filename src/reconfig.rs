@@ -4,12 +4,11 @@
 //! members decide alone. And the other side of it: a member started with
 //! `--join` asks a running one for the membership it joins.
 
-use crate::handle::{Event, Handle, Query};
+use crate::handle::{Handle, Query};
 use crate::ids::Zxid;
 use crate::members::{Configuration, Member, Membership, Participation};
 use crate::replica::{self, reconfig::MemberChange};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// How often a reconfiguration under way is looked at.
 const POLL: Duration = Duration::from_millis(5);
@@ -41,9 +40,7 @@ pub struct Reconfigured {
 /// `wait` for the new members to decide alone.
 pub async fn reconfigure(handle: &Handle, change: MemberChange, wait: Duration) -> Result<Reconfigured, ReconfigError> {
     let started = Instant::now();
-    let (reply, answer) = oneshot::channel();
-    handle.events.send(Event::Query(Query::Reconfigure { change, reply })).await.map_err(|_| ReconfigError::Stopped)?;
-    let version = answer.await.map_err(|_| ReconfigError::Stopped)??;
+    let version = handle.ask(|reply| Query::Reconfigure { change, reply }).await.ok_or(ReconfigError::Stopped)??;
     loop {
         let committed = configuration(handle).await?;
         if committed.version >= version && !committed.is_joint() {
@@ -59,9 +56,7 @@ pub async fn reconfigure(handle: &Handle, change: MemberChange, wait: Duration) 
 
 /// The committed configuration, as the member's tree holds it.
 pub async fn configuration(handle: &Handle) -> Result<Configuration, ReconfigError> {
-    let (reply, answer) = oneshot::channel();
-    handle.events.send(Event::Query(Query::Configuration(reply))).await.map_err(|_| ReconfigError::Stopped)?;
-    answer.await.map_err(|_| ReconfigError::Stopped)
+    handle.ask(Query::Configuration).await.ok_or(ReconfigError::Stopped)
 }
 
 /// The ensemble's current membership, asked of the member whose admin API
@@ -74,8 +69,8 @@ pub async fn fetch_membership(
     tls: Option<&crate::config::TlsConfig>,
 ) -> Result<Membership, String> {
     use crate::proto::admin as pb;
-    let mut admin = crate::rpc::admin::dial(admin_addr, tls, Duration::from_secs(10)).await?;
-    let request = crate::rpc::admin::with_token(tonic::Request::new(pb::GetConfigurationRequest {}), token)?;
+    let mut admin = crate::dial::dial(admin_addr, tls, Duration::from_secs(10)).await?;
+    let request = crate::dial::with_token(tonic::Request::new(pb::GetConfigurationRequest {}), token)?;
     let reply = admin.get_configuration(request).await.map_err(|e| format!("{admin_addr}: {}", e.message()))?;
     let members = reply
         .into_inner()

@@ -431,6 +431,39 @@ fn pick_member(members: &[Member], sources: &Sources) -> Result<ServerId, Config
 }
 
 impl ServerConfig {
+    /// The replica's settings from this config.
+    pub fn replica_config(&self) -> crate::replica::Config {
+        let mut c = crate::replica::Config::new(self.id, self.voters(), self.tick_ms);
+        c.zab.observers = self.observers();
+        if let Some(joined) = &self.joined {
+            // The ensemble's members, not the file's: outside them, this member
+            // never counts itself a voter, so it cannot lead alone.
+            c.zab.voters = joined.voters().collect();
+            c.zab.observers = joined.observers().collect();
+        }
+        c.zab.init_limit_ticks = self.init_limit_ticks;
+        c.zab.sync_limit_ticks = self.sync_limit_ticks;
+        c.min_session_timeout_ms = self.min_session_timeout_ms;
+        c.max_session_timeout_ms = self.max_session_timeout_ms;
+        c.limits.max_data_bytes = self.max_data_bytes;
+        c.limits.max_multi_ops = self.limits.max_multi_ops;
+        c.limits.max_watches_per_session = self.limits.max_watches_per_session;
+        c.super_digest = self.super_digest.clone();
+        c.reconfig_enabled = self.reconfig_enabled;
+        c.linearizable_reads = self.linearizable_reads;
+        c.snapshot_every = self.snapshot_every;
+        c.snapshot_turns = true;
+        c.zab.resident_log_entries = self.resident_log_entries;
+        if let Some(joined) = &self.joined {
+            c.members = Some(joined.clone());
+        } else if self.members.len() > 1 {
+            c.members =
+                crate::members::Membership::new(self.members.iter().map(crate::config::Member::member_line).collect())
+                    .ok();
+        }
+        c
+    }
+
     /// Reads `path` and selects the member `sources` name, with the
     /// overrides of `sources`' environment.
     pub fn load(path: &Path, sources: &Sources) -> Result<ServerConfig, ConfigError> {

@@ -9,7 +9,8 @@
 //! versions were stated, and speaks version 1, which is the same wire as
 //! version 2: nothing but these headers came with version 2. Version 3 is
 //! the same wire again, from a build that reads the `load` transaction: a
-//! leader loads a tree only once every member speaks it ([`LOAD`]).
+//! leader loads a tree only once every member speaks it
+//! (`replica::load::PEER_PROTOCOL`).
 //!
 //! Why metadata and not a protobuf field: the version belongs to the call,
 //! not to one of its messages, so it is read before any message is decoded
@@ -28,10 +29,6 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 
 /// The newest peer protocol this build speaks, and the one it offers.
 pub const SPEAKS: u32 = 3;
-/// The first peer protocol whose members read the `load` transaction (a
-/// tree loaded into a running ensemble): proposing one to a member that
-/// speaks less would leave it unable to follow.
-pub const LOAD: u32 = 3;
 /// The oldest peer protocol this build still speaks: the previous release's.
 pub const OLDEST: u32 = 1;
 /// Request metadata: the newest version the caller speaks; response

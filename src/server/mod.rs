@@ -24,8 +24,7 @@ use crate::config::ServerConfig;
 use crate::error::ErrorCode;
 use crate::handle::{Details, Event, Handle, Query, StatusReport};
 use crate::ids::{Epoch, ServerId, Zxid};
-use crate::members::Membership;
-use crate::replica::{self, ClientMessage, ConnId, Input, Output, Replica};
+use crate::replica::{ClientMessage, ConnId, Input, Output, Replica};
 use crate::rpc::peer::{self, PeerService, Transport};
 use crate::storage::Storage;
 use crate::tls;
@@ -67,37 +66,6 @@ pub enum ServerError {
     Thread(std::io::Error),
 }
 
-/// The replica's settings from the server config.
-pub fn replica_config(config: &ServerConfig) -> replica::Config {
-    let mut c = replica::Config::new(config.id, config.voters(), config.tick_ms);
-    c.zab.observers = config.observers();
-    if let Some(joined) = &config.joined {
-        // The ensemble's members, not the file's: outside them, this member
-        // never counts itself a voter, so it cannot lead alone.
-        c.zab.voters = joined.voters().collect();
-        c.zab.observers = joined.observers().collect();
-    }
-    c.zab.init_limit_ticks = config.init_limit_ticks;
-    c.zab.sync_limit_ticks = config.sync_limit_ticks;
-    c.min_session_timeout_ms = config.min_session_timeout_ms;
-    c.max_session_timeout_ms = config.max_session_timeout_ms;
-    c.limits.max_data_bytes = config.max_data_bytes;
-    c.limits.max_multi_ops = config.limits.max_multi_ops;
-    c.limits.max_watches_per_session = config.limits.max_watches_per_session;
-    c.super_digest = config.super_digest.clone();
-    c.reconfig_enabled = config.reconfig_enabled;
-    c.linearizable_reads = config.linearizable_reads;
-    c.snapshot_every = config.snapshot_every;
-    c.snapshot_turns = true;
-    c.zab.resident_log_entries = config.resident_log_entries;
-    if let Some(joined) = &config.joined {
-        c.members = Some(joined.clone());
-    } else if config.members.len() > 1 {
-        c.members = Membership::new(config.members.iter().map(crate::config::Member::member_line).collect()).ok();
-    }
-    c
-}
-
 /// A started replica: the handle front ends use and the owner's join handle.
 pub struct Started {
     /// For the front ends.
@@ -126,7 +94,7 @@ pub fn start(
         current_epoch = recovered.current_epoch,
         "recovered from disk"
     );
-    let mut replica = Replica::new(replica_config(&config), recovered, clock::now_ms());
+    let mut replica = Replica::new(config.replica_config(), recovered, clock::now_ms());
     let mut disk = disk::DiskWatch::new(config.me().data_dir.clone(), config.disk_reserve_bytes);
     if let Some(low) = disk.check() {
         replica.handle(Input::DiskSpace { low });

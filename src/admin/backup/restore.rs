@@ -135,7 +135,7 @@ fn configuration_of(path: &Path) -> Result<(Configuration, bool), BackupError> {
     let first = table.get("server").and_then(|s| s.as_array()).and_then(|s| s.first());
     let id = first.and_then(|s| s.get("id")).and_then(toml::Value::as_integer).and_then(|id| u64::try_from(id).ok());
     let config = ServerConfig::parse(&text, id).map_err(|e| bad(e.to_string()))?;
-    let replica = crate::server::replica_config(&config);
+    let replica = config.replica_config();
     let shown = replica.members.is_some();
     let initial = replica.members.unwrap_or_else(|| replica.zab.initial_configuration().active);
     Ok((Configuration::initial(initial), shown))

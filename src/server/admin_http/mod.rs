@@ -301,19 +301,17 @@ async fn restore_at_leader(
         .ok_or_else(|| unavailable("its admin address is not known here; send the restore to it".into()))?;
     let config = &handle.config;
     let wait = RESTORE_WAIT + Duration::from_secs(5);
-    let mut admin = crate::rpc::admin::dial(&addr, config.tls.as_ref(), wait).await.map_err(unavailable)?;
+    let mut admin = crate::dial::dial(&addr, config.tls.as_ref(), wait).await.map_err(unavailable)?;
     let wait_ms = u32::try_from(RESTORE_WAIT.as_millis()).unwrap_or(u32::MAX);
     // Pieces well under a gRPC message's default 4 MiB.
     let messages: Vec<pb::LoadTreeChunk> = chunks
-        .iter()
-        .flat_map(|c| c.chunks(1024 * 1024))
+        .into_iter()
+        .flat_map(crate::replica::load::in_pieces)
         .map(|piece| pb::LoadTreeChunk { data: piece.to_vec(), epoch, wait_ms })
         .collect();
-    let request = crate::rpc::admin::with_token(
-        tonic::Request::new(futures::stream::iter(messages)),
-        config.admin_token.as_deref(),
-    )
-    .map_err(unavailable)?;
+    let request =
+        crate::dial::with_token(tonic::Request::new(futures::stream::iter(messages)), config.admin_token.as_deref())
+            .map_err(unavailable)?;
     let reply = admin.load_tree(request).await?.into_inner();
     Ok((reply.zxid as i64, reply.nodes, reply.epoch))
 }

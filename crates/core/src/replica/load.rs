@@ -15,6 +15,11 @@ use bytes::Bytes;
 /// as one proposal, and a peer message holds at most 64 MiB.
 pub const MAX_LOAD_BYTES: usize = 48 * 1024 * 1024;
 
+/// The first peer protocol whose members read the `load` transaction:
+/// proposing one to a member that speaks less would leave it unable to
+/// follow (the transport states versions, see `rpc::peer_protocol`).
+pub const PEER_PROTOCOL: u32 = 3;
+
 /// The highest epoch a loaded history may have reached: the ensemble moves
 /// above it, and epochs must stay far from running out (an epoch is 32 bits).
 pub const MAX_LOAD_EPOCH: Epoch = 1 << 30;

@@ -52,9 +52,9 @@ impl TreeState {
     /// The nodes a load would find in its way: any but the root and
     /// ZooKeeper's special nodes. None when the tree is empty.
     pub fn own_nodes(&self) -> Option<Sample> {
-        let mut own = self.nodes().filter(|(path, _)| !is_special_path(path));
-        let first = own.next()?.0.to_string();
-        Some(Sample { count: 1 + own.count(), first })
+        let first = self.nodes().map(|(path, _)| path).find(|path| !is_special_path(path))?.to_string();
+        let special = ["/", ZOOKEEPER_PATH, QUOTA_PATH, CONFIG_PATH].iter().filter(|p| self.node(p).is_some()).count();
+        Some(Sample { count: self.node_count() - special, first })
     }
 
     /// The highest epoch that the zxids of the nodes read in (from a

@@ -389,6 +389,7 @@ impl Peer {
     pub fn new(config: Config, durable: Durable) -> Peer {
         // The replicated configuration wins over the file's once there is one.
         let base_config = durable.configuration.unwrap_or_else(|| config.initial_configuration());
+        let loaded = durable.entries.iter().filter_map(|e| e.txn.body.loaded_epoch()).max().unwrap_or(0);
         let log = Log::new(durable.snapshot_zxid, base_config, durable.entries);
         let last = log.last_zxid();
         let status = Status { role: Role::Looking, epoch: 0, leader: None, serving: false };
@@ -409,12 +410,10 @@ impl Peer {
             status,
             outbox: Vec::new(),
             forwarded: 0,
-            epoch_floor: durable.epoch_floor,
+            epoch_floor: durable.epoch_floor.max(loaded),
             log,
             config,
         };
-        let loaded = peer.log.range(durable.snapshot_zxid, last).iter().filter_map(|e| e.txn.body.loaded_epoch()).max();
-        peer.epoch_floor = peer.epoch_floor.max(loaded.unwrap_or(0));
         peer.become_looking("start");
         peer
     }
