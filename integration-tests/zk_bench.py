@@ -34,7 +34,9 @@ Then fresh reads (`--reads`, on by default): getData as it is (local, from
 the member's tree), linearizable (a second zabkeeper ensemble with
 `linearizable_reads = true`, read index), and sync-then-getData, the closest
 thing ZooKeeper offers, on both; 32 sessions with 1 and 8 in flight, taking
-turns; the table gives the medians and the ratios linearizable / local and
+turns; the table gives the medians, with the members' CPU time and context
+switches per read (/proc) and, for zabkeeper, the linearizable reads one
+read-index round carried (/metrics), and the ratios linearizable / local and
 linearizable / ZooKeeper's sync+getData.
 
 Then, at scale, each ensemble in turn: `--znodes` (BENCH_ZNODES, 1 M by
@@ -151,9 +153,15 @@ READ_MODES = [("local", "zabkeeper", "get"), ("linearizable", "zabkeeper-lin", "
               ("sync+get", "zookeeper", "syncget")]
 
 
-def fresh_reads(args, servers):
-    """Throughput and latency of each read mode, per in-flight depth;
-    returns {(inflight, label, server): [docs]}."""
+def fresh_reads(args, servers, clusters):
+    """Throughput and latency of each read mode, per in-flight depth, and
+    the members' CPU time and context switches over each read phase (from
+    /proc: these reads make no fsync to count); returns {(inflight, label,
+    server): [docs]}."""
+    def counter(name):
+        cluster = clusters[name]
+        pids = cluster.pids().values() if hasattr(cluster, "pids") else [cluster.proc.pid]
+        return lambda phase: counts.WorkCounter(pids, None, False) if phase in ("get", "syncget") else None
     results = {}
     for r in range(args.rounds):
         for inflight in (1, 8):
@@ -161,20 +169,44 @@ def fresh_reads(args, servers):
                 if name not in servers:
                     continue
                 root = f"/reads-{r}-{inflight}-{phase}"
-                docs = run_load(args.load, servers[name], root, args, args.sessions, inflight, ["create", phase, "delete"])
+                rounds0 = read_index_counts(clusters[name])
+                docs = run_load(args.load, servers[name], root, args, args.sessions, inflight, ["create", phase, "delete"],
+                                counter(name))
+                rounds1 = read_index_counts(clusters[name])
+                if rounds0 and rounds1 and rounds1[1] > rounds0[1]:
+                    # Only the read phase asks rounds: the writes around it make none.
+                    docs[phase]["reads_per_round"] = (rounds1[0] - rounds0[0]) / (rounds1[1] - rounds0[1])
                 results.setdefault((inflight, label, name), []).append(docs[phase])
     return results
+
+
+def read_index_counts(cluster):
+    """(linearizable reads, read-index rounds) summed over a zabkeeper
+    ensemble's members, from /metrics; None for ZooKeeper."""
+    if not hasattr(cluster, "metric"):
+        return None
+    reads = rounds = 0.0
+    for i in cluster.ports:
+        reads += cluster.metric(i, "zabkeeper_linearizable_reads_total") or 0.0
+        rounds += cluster.metric(i, "zabkeeper_read_index_rounds_total") or 0.0
+    return reads, rounds
 
 
 def print_fresh_reads(results, sessions):
     med = lambda docs, key: statistics.median(d[key] for d in docs)
     print(f"fresh reads: {sessions} sessions, median of rounds")
-    header = f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+    header = (f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'CPU us/read':>12} {'ctx/read':>9} {'reads/round':>12}")
     print(header)
     print("-" * len(header))
     for (inflight, label, name), docs in sorted(results.items()):
+        counted = [per_write(d) for d in docs if d.get("work")]
+        cpu = f"{statistics.median(c['cpu_us'] for c in counted):>12.1f}" if counted else f"{'-':>12}"
+        ctx = f"{statistics.median(c['ctx'] for c in counted):>9.2f}" if counted else f"{'-':>9}"
+        batched = [d["reads_per_round"] for d in docs if "reads_per_round" in d]
+        per_round = f"{statistics.median(batched):>12.1f}" if batched else f"{'-':>12}"
         print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
-              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f}")
+              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round}")
     for inflight in (1, 8):
         lin = results.get((inflight, "linearizable", "zabkeeper-lin"))
         local = results.get((inflight, "local", "zabkeeper"))
@@ -531,7 +563,8 @@ def main():
         counting = setup_counting(args, clusters, servers) if rounds else {"counters": {}, "how": "", "device": None}
         if not args.only_scale and not args.only_writes:
             lin.start()
-            reads = fresh_reads(args, {**servers, "zabkeeper-lin": lin.hosts()})
+            reads = fresh_reads(args, {**servers, "zabkeeper-lin": lin.hosts()},
+                                {**clusters, "zabkeeper-lin": lin})
             lin_panics = lin.stop()
             if lin_panics:
                 raise RuntimeError("zabkeeper (linearizable_reads) panicked:\n" + "\n".join(lin_panics))

@@ -49,6 +49,10 @@ pub struct Levels {
     pub data_dir_bytes: u64,
     /// The same bytes by what they hold (`log`, `snapshots`, `sled`, `other`).
     pub disk_usage: Vec<(&'static str, u64)>,
+    /// Linearizable reads answered here since start.
+    pub linearizable_reads: u64,
+    /// Read-index rounds this member asked since start.
+    pub read_index_rounds: u64,
 }
 
 /// A request's operation and outcome.
@@ -141,6 +145,8 @@ pub struct Metrics {
     disk_low: Gauge,
     heap_allocated_bytes: Gauge<u64, AtomicU64>,
     heap_resident_bytes: Gauge<u64, AtomicU64>,
+    linearizable_reads: Counter,
+    read_index_rounds: Counter,
     /// Scrapes are rare; one at a time keeps the level gauges consistent.
     scrape: Mutex<()>,
 }
@@ -244,6 +250,18 @@ impl Metrics {
             disk_free_bytes.clone(),
         );
         let disk_low = gauge(&mut registry, "disk_low", "1 when free space is below disk_reserve_bytes");
+        let linearizable_reads = Counter::default();
+        registry.register(
+            "linearizable_reads",
+            "Linearizable reads of this member's clients answered after their read-index barrier",
+            linearizable_reads.clone(),
+        );
+        let read_index_rounds = Counter::default();
+        registry.register(
+            "read_index_rounds",
+            "Read-index rounds this member asked: probes as leader (for its reads and followers' rounds), rounds to the leader as follower",
+            read_index_rounds.clone(),
+        );
         let heap_allocated_bytes = Gauge::<u64, AtomicU64>::default();
         let heap_resident_bytes = Gauge::<u64, AtomicU64>::default();
         if HEAP_STATS.get().is_some() {
@@ -262,6 +280,8 @@ impl Metrics {
         }
         Metrics {
             registry,
+            linearizable_reads,
+            read_index_rounds,
             disk_free_bytes,
             disk_low,
             requests,
@@ -359,6 +379,9 @@ impl Metrics {
             for (kind, bytes) in &l.disk_usage {
                 self.disk_usage.get_or_create(&DiskLabels { kind }).set(level(*bytes));
             }
+            // Counted by the replica; the counters catch up at each scrape.
+            self.linearizable_reads.inc_by(l.linearizable_reads.saturating_sub(self.linearizable_reads.get()));
+            self.read_index_rounds.inc_by(l.read_index_rounds.saturating_sub(self.read_index_rounds.get()));
         }
         self.read_heap();
         let mut out = String::new();
@@ -395,6 +418,20 @@ mod tests {
         assert!(out.contains("zabkeeper_flush_batch_operations_sum 12.0"), "{out}");
         assert!(out.contains("# TYPE zabkeeper_elections counter"), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
+    }
+
+    #[test]
+    fn the_replicas_read_index_counts_become_counters_that_catch_up_at_each_scrape() {
+        let m = Metrics::new();
+        let levels =
+            |reads, rounds| Levels { linearizable_reads: reads, read_index_rounds: rounds, ..Levels::default() };
+        let out = m.render(Some(&levels(7, 3)));
+        assert!(out.contains("zabkeeper_linearizable_reads_total 7"), "{out}");
+        assert!(out.contains("zabkeeper_read_index_rounds_total 3"), "{out}");
+        assert!(out.contains("# TYPE zabkeeper_read_index_rounds counter"), "{out}");
+        let out = m.render(Some(&levels(12, 4)));
+        assert!(out.contains("zabkeeper_linearizable_reads_total 12"), "{out}");
+        assert!(out.contains("zabkeeper_read_index_rounds_total 4"), "{out}");
     }
 
     #[test]

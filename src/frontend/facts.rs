@@ -486,7 +486,7 @@ role = "observer"
             watches: 2,
             synced_followers: vec![2, 3],
             ensemble_size: 3,
-            counters: Counters { requests: 9, applied: 5, expired_sessions: 1 },
+            counters: Counters { requests: 9, applied: 5, expired_sessions: 1, ..Default::default() },
             ephemerals: 1,
             followers,
             last_snapshot_error: None,

@@ -28,6 +28,8 @@ async fn levels(handle: &Handle) -> Option<Levels> {
         outstanding: details.map(|d| count(d.connections.iter().map(|c| c.queued).sum())),
         data_dir_bytes: disk.total(),
         disk_usage: disk.by_kind().to_vec(),
+        linearizable_reads: report.counters.linearizable_reads,
+        read_index_rounds: report.counters.read_index_rounds,
     })
 }
 

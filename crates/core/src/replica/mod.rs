@@ -143,6 +143,10 @@ pub struct Counters {
     pub applied: u64,
     /// Sessions expired by this replica as leader.
     pub expired_sessions: u64,
+    /// Linearizable reads of this member's clients cleared by a read-index barrier.
+    pub linearizable_reads: u64,
+    /// Read-index rounds this member asked: probes as leader, rounds to the leader as follower.
+    pub read_index_rounds: u64,
 }
 
 /// Time as the replica knows it: ticks counted, and the wall clock the last
@@ -335,6 +339,9 @@ impl Replica {
 
     /// What to do, in order.
     pub fn take_outputs(&mut self) -> Vec<Output> {
+        // The end of the host's turn: the reads that arrived in it share one
+        // read-index probe or round.
+        self.read_index.flush(&mut self.zab);
         self.drain_zab();
         std::mem::take(&mut self.outputs)
     }
@@ -395,7 +402,8 @@ impl Replica {
 
     /// Activity counters.
     pub fn counters(&self) -> Counters {
-        self.counters
+        let (linearizable_reads, read_index_rounds) = self.read_index.counts();
+        Counters { linearizable_reads, read_index_rounds, ..self.counters }
     }
 
     /// The configuration.

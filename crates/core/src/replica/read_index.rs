@@ -21,8 +21,12 @@
 //! Cost is per round, not per read. The leader keeps at most one probe in
 //! flight for reads (one PING per follower): the barriers that arrive
 //! meanwhile, its own reads and followers' rounds, wait together for the
-//! next probe, asked as the current one is confirmed. A follower keeps at
-//! most one round in flight to the leader, the same way.
+//! next probe. A follower keeps at most one round in flight to the leader,
+//! the same way. Probes and rounds are asked in [`ReadIndex::flush`], once
+//! per turn of the host (as its outputs are taken), not as the first read
+//! arrives: every read that arrived in the turn rides the same one, where
+//! asking at the first read left the others of its turn a round behind.
+//! Nothing is sent earlier either way: messages leave at the end of a turn.
 //!
 //! A barrier that cannot be confirmed (no quorum) is never answered: the
 //! client's request times out, and when the member stops serving its
@@ -91,6 +95,10 @@ pub struct ReadIndex {
     next: Vec<Barrier>,
     /// Follower: the last round number asked.
     rounds: u64,
+    /// Local reads cleared, ever.
+    cleared: u64,
+    /// Probes (leader) and rounds (follower) asked for reads, ever.
+    asked_total: u64,
 }
 
 impl ReadIndex {
@@ -103,6 +111,12 @@ impl ReadIndex {
         self.next.clear();
     }
 
+    /// Reads cleared and rounds asked, since start: reads per round is what
+    /// batching achieves.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.cleared, self.asked_total)
+    }
+
     /// Barriers not yet answered.
     pub fn pending(&self) -> usize {
         let local = self.confirming.iter().chain(&self.held).filter(|c| matches!(c.waiter, Waiter::Local(_))).count();
@@ -111,7 +125,7 @@ impl ReadIndex {
 
     /// Leader: a read of a session attached here. False unless this member
     /// is an established leader (the caller fails the read).
-    pub fn lead(&mut self, zab: &mut Peer, barrier: Barrier) -> bool {
+    pub fn lead(&mut self, zab: &Peer, barrier: Barrier) -> bool {
         self.confirm(zab, Waiter::Local(barrier))
     }
 
@@ -130,23 +144,20 @@ impl ReadIndex {
         self.confirm(zab, Waiter::Follower { id: from, round });
     }
 
-    fn confirm(&mut self, zab: &mut Peer, waiter: Waiter) -> bool {
-        // The commit point now, when the barrier arrives; the probe that
-        // confirms it is sent later still.
-        let index = zab.last_committed();
-        if self.asked.is_some() {
-            self.held.push(Confirming { probe: 0, index, waiter });
-            return true;
+    fn confirm(&mut self, zab: &Peer, waiter: Waiter) -> bool {
+        if !zab.is_established_leader() {
+            return false;
         }
-        let Some(probe) = zab.confirm_leadership() else { return false };
-        debug_assert!(self.confirming.back().is_none_or(|c| c.probe <= probe), "probes are asked in order");
-        self.asked = Some(probe);
-        self.confirming.push_back(Confirming { probe, index, waiter });
+        // The commit point now, when the barrier arrives; the probe that
+        // confirms it is sent later still (at the flush, or after the one in
+        // flight).
+        self.held.push(Confirming { probe: 0, index: zab.last_committed(), waiter });
         true
     }
 
     /// Leader: a quorum confirmed every probe up to `probe`. Followers'
-    /// rounds are answered; the local reads cleared are returned.
+    /// rounds are answered; the local reads cleared are returned. The
+    /// barriers held meanwhile get their probe at the next flush.
     pub fn confirmed(&mut self, zab: &mut Peer, probe: u64) -> Vec<Cleared> {
         let mut cleared = Vec::new();
         while let Some(c) = self.confirming.front().filter(|c| c.probe <= probe).copied() {
@@ -160,64 +171,67 @@ impl ReadIndex {
         }
         if self.asked.is_some_and(|asked| asked <= probe) {
             self.asked = None;
-            if !self.held.is_empty() {
-                // Sent after every held barrier arrived: it may confirm them.
-                match zab.confirm_leadership() {
-                    Some(next) => {
-                        self.asked = Some(next);
-                        self.confirming.extend(self.held.drain(..).map(|c| Confirming { probe: next, ..c }));
-                    }
-                    // No longer an established leader: they wait until this
-                    // member stops serving and its connections close.
-                    None => tracing::debug!(held = self.held.len(), "reads held for a probe no leader can send"),
-                }
-            }
         }
+        self.cleared += cleared.len() as u64;
         cleared
     }
 
-    /// Follower (or observer): a read of a session attached here. It joins
-    /// the next round, asked now unless one is in flight. False if the
-    /// leader cannot be asked (the caller fails the read).
-    pub fn follow(&mut self, zab: &mut Peer, barrier: Barrier) -> bool {
-        self.next.push(barrier);
-        if self.ask(zab) {
-            return true;
+    /// Asks what this turn's barriers wait for, if nothing is in flight:
+    /// the leader's probe, or the follower's round. Called once per turn.
+    pub fn flush(&mut self, zab: &mut Peer) {
+        if self.asked.is_none() && !self.held.is_empty() {
+            // Sent after every held barrier arrived: it may confirm them.
+            match zab.confirm_leadership() {
+                Some(next) => {
+                    debug_assert!(self.confirming.back().is_none_or(|c| c.probe <= next), "probes are asked in order");
+                    self.asked = Some(next);
+                    self.asked_total += 1;
+                    self.confirming.extend(self.held.drain(..).map(|c| Confirming { probe: next, ..c }));
+                }
+                // No longer an established leader: they wait until this
+                // member stops serving and its connections close.
+                None => tracing::debug!(held = self.held.len(), "reads held for a probe no leader can send"),
+            }
         }
-        if self.in_flight.is_some() {
-            return true;
+        if self.in_flight.is_none() && !self.next.is_empty() && !self.ask(zab) {
+            // The leader cannot be asked: these wait until this member stops
+            // following it and its connections close.
+            tracing::debug!(waiting = self.next.len(), "a read-index round could not be asked");
         }
-        self.next.pop();
-        false
     }
 
-    /// Asks the next round if none is in flight and a barrier waits for one.
-    fn ask(&mut self, zab: &mut Peer) -> bool {
-        if self.in_flight.is_some() || self.next.is_empty() {
+    /// Follower (or observer): a read of a session attached here. It joins
+    /// the next round, asked at the flush unless one is in flight. False if
+    /// the leader cannot be asked (the caller fails the read).
+    pub fn follow(&mut self, zab: &Peer, barrier: Barrier) -> bool {
+        if !zab.can_forward() {
             return false;
         }
+        self.next.push(barrier);
+        true
+    }
+
+    /// Asks the next round for the barriers waiting. False if the leader
+    /// cannot be asked.
+    fn ask(&mut self, zab: &mut Peer) -> bool {
         let number = self.rounds + 1;
         if !zab.forward(forward::encode(&ToLeader::ReadIndex { round: number })) {
             return false;
         }
         self.rounds = number;
+        self.asked_total += 1;
         self.in_flight = Some(Round { number, barriers: std::mem::take(&mut self.next) });
         true
     }
 
     /// Follower: the leader answered round `round` with its commit point.
-    /// Returns the reads it clears and asks the next round.
-    pub fn answered(&mut self, zab: &mut Peer, round: u64, zxid: Zxid) -> Vec<Cleared> {
+    /// Returns the reads it clears; the next round is asked at the flush.
+    pub fn answered(&mut self, round: u64, zxid: Zxid) -> Vec<Cleared> {
         let Some(r) = self.in_flight.take_if(|r| r.number == round) else {
             tracing::debug!(round, "a read-index answer for no round in flight");
             return Vec::new();
         };
-        let cleared = r.barriers.into_iter().map(|barrier| Cleared { barrier, zxid }).collect();
-        if !self.next.is_empty() && !self.ask(zab) {
-            // The leader cannot be asked: these wait until this member stops
-            // following it and its connections close.
-            tracing::debug!(waiting = self.next.len(), "a read-index round could not be asked");
-        }
-        cleared
+        self.cleared += r.barriers.len() as u64;
+        r.barriers.into_iter().map(|barrier| Cleared { barrier, zxid }).collect()
     }
 }

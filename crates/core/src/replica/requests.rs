@@ -82,9 +82,9 @@ impl Replica {
             Starting::Barrier => {
                 let barrier = super::read_index::Barrier { session, cxid };
                 let asked = if self.leading() {
-                    self.read_index.lead(&mut self.zab, barrier)
+                    self.read_index.lead(&self.zab, barrier)
                 } else {
-                    self.read_index.follow(&mut self.zab, barrier)
+                    self.read_index.follow(&self.zab, barrier)
                 };
                 if let Some(c) = self.conns.get_mut(conn).filter(|_| !asked) {
                     lost(c);
@@ -233,7 +233,7 @@ impl Replica {
         match forward::decode::<forward::ToFollower>(payload) {
             Ok(forward::ToFollower::SyncDone { session, cxid, zxid }) => self.sync_reached(session, cxid, zxid),
             Ok(forward::ToFollower::ReadIndexDone { round, zxid }) => {
-                for c in self.read_index.answered(&mut self.zab, round, zxid) {
+                for c in self.read_index.answered(round, zxid) {
                     self.sync_reached(c.barrier.session, c.barrier.cxid, c.zxid);
                 }
             }

@@ -365,6 +365,11 @@ impl Peer {
         Some(probe)
     }
 
+    /// Whether this peer leads, established (in broadcast).
+    pub fn is_established_leader(&self) -> bool {
+        matches!(&self.state, State::Leading(l) if l.is_established())
+    }
+
     /// Leader: whether this established leader and its synced follower
     /// `follower` are by themselves a quorum of the configuration in force
     /// (two of three voters). A message of this epoch from that follower then

@@ -611,7 +611,7 @@ impl Peer {
     /// Sends application traffic to the leader (follower only, while serving).
     pub fn forward(&mut self, payload: Bytes) -> bool {
         let State::Following(f) = &self.state else { return false };
-        if !self.status.serving {
+        if !self.can_forward() {
             return false;
         }
         let (leader, epoch) = (f.leader, f.epoch);
@@ -619,6 +619,11 @@ impl Peer {
         let seq = self.forwarded;
         self.send(leader, Message::Forward { epoch, seq, payload });
         true
+    }
+
+    /// Whether [`Peer::forward`] would send: following, and serving.
+    pub fn can_forward(&self) -> bool {
+        matches!(self.state, State::Following(_)) && self.status.serving
     }
 
     /// Sends application traffic to one follower, after every proposal made

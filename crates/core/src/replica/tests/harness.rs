@@ -232,6 +232,26 @@ impl Ensemble {
         xid
     }
 
+    /// Sends linearizable reads to one member in one turn (handled before its
+    /// outputs are taken, as a host's turn does); their xids.
+    pub(super) fn send_together(&mut self, reads: Vec<(ConnId, Op)>) -> Vec<i32> {
+        let mut xids = Vec::new();
+        let mut node = None;
+        for (conn, op) in reads {
+            self.xid += 1;
+            let at = self.conn_node[&conn];
+            assert!(node.is_none_or(|n| n == at), "one turn is one member's");
+            node = Some(at);
+            let input = Input::Request { conn, xid: self.xid, echo: Echo::default(), op, linearizable: true };
+            self.nodes.get_mut(&at).unwrap().replica.handle(input);
+            xids.push(self.xid);
+        }
+        if let Some(at) = node {
+            self.drain(at);
+        }
+        xids
+    }
+
     /// Sends and waits for the reply (other messages stay in the inbox, in order).
     pub(super) fn call(&mut self, conn: ConnId, op: Op) -> Reply {
         let xid = self.send(conn, op);

@@ -107,6 +107,32 @@ fn reads_waiting_together_share_one_round_to_the_leader() {
 }
 
 #[test]
+fn reads_arriving_in_one_turn_ride_one_round_together() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, _) = followers_of(leader);
+    let clients: Vec<ConnId> = (0..3).map(|_| e.connect(follower).0).collect();
+    e.call(clients[0], create("/t", CreateMode::Persistent)).unwrap();
+    e.hold_link(follower, leader);
+    e.hold_link(leader, follower);
+    let xids = e.send_together(clients.iter().map(|&c| (c, get("/t", false))).collect());
+    e.deliver();
+    assert_eq!(rounds_held(&e, follower, leader), 1, "one round for the turn");
+    // The round reaches the leader; its answer waits on the way back, and
+    // any further round the follower asks is held where it can be counted.
+    e.release_link(follower, leader);
+    e.hold_link(follower, leader);
+    e.release_link(leader, follower);
+    assert_eq!(rounds_held(&e, follower, leader), 0, "no second round: the turn's reads were all in the first");
+    for (&c, xid) in clients.iter().zip(xids) {
+        assert!(reply_to(&e.take(c), xid).is_some_and(|r| r.is_ok()), "answered by the one round");
+    }
+    assert_eq!(e.nodes[&follower].replica.pending_linearizable_reads(), 0);
+    let counters = e.nodes[&follower].replica.counters();
+    assert_eq!((counters.linearizable_reads, counters.read_index_rounds), (3, 1), "three reads, one round");
+}
+
+#[test]
 fn the_leader_keeps_one_probe_in_flight_for_reads() {
     let mut e = Ensemble::new(3);
     let leader = e.leader();
@@ -128,6 +154,35 @@ fn the_leader_keeps_one_probe_in_flight_for_reads() {
         assert!(reply_to(&e.take(c), xid).is_some_and(|r| r.is_ok()), "every read is answered");
     }
     assert_eq!(e.nodes[&leader].replica.pending_linearizable_reads(), 0);
+}
+
+#[test]
+fn reads_arriving_at_the_leader_in_one_turn_share_one_probe() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (f1, f2) = followers_of(leader);
+    let clients: Vec<ConnId> = (0..3).map(|_| e.connect(leader).0).collect();
+    e.call(clients[0], create("/s", CreateMode::Persistent)).unwrap();
+    for (from, to) in [(leader, f1), (leader, f2), (f1, leader), (f2, leader)] {
+        e.hold_link(from, to);
+    }
+    let xids = e.send_together(clients.iter().map(|&c| (c, get("/s", false))).collect());
+    e.deliver();
+    assert_eq!(probes_held(&e, leader).len(), 1, "one probe for the turn");
+    // The probe reaches the followers; their echoes come back while any
+    // further probe the leader sends is held where it can be counted.
+    e.release_link(leader, f1);
+    e.release_link(leader, f2);
+    e.hold_link(leader, f1);
+    e.hold_link(leader, f2);
+    e.release_link(f1, leader);
+    assert!(probes_held(&e, leader).is_empty(), "no second probe: the turn's reads were all in the first");
+    for (&c, xid) in clients.iter().zip(xids) {
+        assert!(reply_to(&e.take(c), xid).is_some_and(|r| r.is_ok()), "answered by the one probe");
+    }
+    assert_eq!(e.nodes[&leader].replica.pending_linearizable_reads(), 0);
+    let counters = e.nodes[&leader].replica.counters();
+    assert_eq!((counters.linearizable_reads, counters.read_index_rounds), (3, 1), "three reads, one probe");
 }
 
 /// The probes the leader sent that are held on its links.
