@@ -253,7 +253,7 @@ impl Metrics {
         let linearizable_reads = Counter::default();
         registry.register(
             "linearizable_reads",
-            "Linearizable reads of this member's clients answered after their read-index barrier",
+            "Linearizable reads of this member's clients cleared by their read-index barrier",
             linearizable_reads.clone(),
         );
         let read_index_rounds = Counter::default();

@@ -86,8 +86,8 @@ pub struct ReadIndex {
     confirming: VecDeque<Confirming>,
     /// Leader: the probe in flight for reads, if any.
     asked: Option<u64>,
-    /// Leader: barriers that arrived while it was in flight (their probe
-    /// number not yet known), for the next one.
+    /// Leader: barriers waiting for a probe to be asked (at the next flush
+    /// with none in flight); their probe number is not yet known.
     held: Vec<Confirming>,
     /// Follower: the round in flight.
     in_flight: Option<Round>,
@@ -177,7 +177,8 @@ impl ReadIndex {
     }
 
     /// Asks what this turn's barriers wait for, if nothing is in flight:
-    /// the leader's probe, or the follower's round. Called once per turn.
+    /// the leader's probe, or the follower's round. Called as the host takes
+    /// the outputs: at least once per turn, after all of its inputs.
     pub fn flush(&mut self, zab: &mut Peer) {
         if self.asked.is_none() && !self.held.is_empty() {
             // Sent after every held barrier arrived: it may confirm them.
@@ -188,8 +189,9 @@ impl ReadIndex {
                     self.asked_total += 1;
                     self.confirming.extend(self.held.drain(..).map(|c| Confirming { probe: next, ..c }));
                 }
-                // No longer an established leader: they wait until this
-                // member stops serving and its connections close.
+                // Not reached while `confirm` checks the same: were it, they
+                // would wait until this member stops serving and its
+                // connections close.
                 None => tracing::debug!(held = self.held.len(), "reads held for a probe no leader can send"),
             }
         }

@@ -353,8 +353,8 @@ impl Peer {
 
     /// Leader: asks the followers to confirm this peer still leads. Returns
     /// the probe to wait for: [`Action::LeadershipConfirmed`] names it (or a
-    /// later one) once a quorum echoed it. Probes asked for in one turn
-    /// share one PING. None unless this peer is an established leader.
+    /// later one) once a quorum echoed it. Probes asked for between two
+    /// [`Peer::take_actions`] share one PING. None unless this peer is an established leader.
     pub fn confirm_leadership(&mut self) -> Option<u64> {
         let l = self.leader().filter(|l| l.is_established())?;
         if l.probe_wanted == l.probe_sent {
