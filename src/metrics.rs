@@ -49,7 +49,7 @@ pub struct Levels {
     pub data_dir_bytes: u64,
     /// The same bytes by what they hold (`log`, `snapshots`, `sled`, `other`).
     pub disk_usage: Vec<(&'static str, u64)>,
-    /// Linearizable reads answered here since start.
+    /// Linearizable reads of this member's clients cleared by their barrier since start.
     pub linearizable_reads: u64,
     /// Read-index rounds this member asked since start.
     pub read_index_rounds: u64,

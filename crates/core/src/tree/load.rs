@@ -53,7 +53,7 @@ impl TreeState {
     /// ZooKeeper's special nodes. None when the tree is empty.
     pub fn own_nodes(&self) -> Option<Sample> {
         let first = self.nodes().map(|(path, _)| path).find(|path| !is_special_path(path))?.to_string();
-        let special = ["/", ZOOKEEPER_PATH, QUOTA_PATH, CONFIG_PATH].iter().filter(|p| self.node(p).is_some()).count();
+        let special = super::SPECIAL_PATHS.iter().filter(|p| self.node(p).is_some()).count();
         Some(Sample { count: self.node_count() - special, first })
     }
 

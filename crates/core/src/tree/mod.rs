@@ -102,8 +102,11 @@ pub const CONFIG_PATH: &str = "/zookeeper/config";
 
 /// Whether a path is one of ZooKeeper's special nodes (not deletable).
 pub fn is_special_path(path: &str) -> bool {
-    matches!(path, "/" | ZOOKEEPER_PATH | QUOTA_PATH | CONFIG_PATH)
+    SPECIAL_PATHS.contains(&path)
 }
+
+/// The root and ZooKeeper's own nodes: every tree may hold them.
+pub const SPECIAL_PATHS: [&str; 4] = ["/", ZOOKEEPER_PATH, QUOTA_PATH, CONFIG_PATH];
 
 /// The data tree of one replica: the replicated state plus its local watches.
 #[derive(Debug, Default)]

@@ -610,10 +610,7 @@ impl Peer {
 
     /// Sends application traffic to the leader (follower only, while serving).
     pub fn forward(&mut self, payload: Bytes) -> bool {
-        let State::Following(f) = &self.state else { return false };
-        if !self.can_forward() {
-            return false;
-        }
+        let (State::Following(f), true) = (&self.state, self.status.serving) else { return false };
         let (leader, epoch) = (f.leader, f.epoch);
         self.forwarded += 1;
         let seq = self.forwarded;
