@@ -15,6 +15,7 @@ use crate::tls::{tls_incoming, PeerTls, ServerTls};
 use futures::{Stream, StreamExt};
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -62,134 +63,151 @@ pub async fn serve(
     config: ServerConfig,
     storage: Arc<dyn Storage>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-    on_bound: impl FnOnce(Bound),
+    on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
-    let me = config.me().clone();
-    // Bind everything first so a busy port fails fast with a clear message.
-    let peer_listener = bind(&me.bind.peer, "peer_addr").await?;
-    let grpc_listener = bind(&me.bind.grpc, "grpc_addr").await?;
-    let admin_listener = match &me.bind.admin {
-        Some(addr) => Some(bind(addr, "admin_addr").await?),
-        None => None,
-    };
-    let client_listener = match &me.bind.client {
-        Some(addr) => Some(bind(addr, "client_addr").await?),
-        None => None,
-    };
-    let metrics_listener = match &me.bind.metrics {
-        Some(addr) => Some(bind(addr, "metrics_addr").await?),
-        None => None,
-    };
-    let secure_client_listener = match &me.bind.secure_client {
-        Some(addr) => Some(bind(addr, "secure_client_addr").await?),
-        None => None,
-    };
-    // Certificates are read before anything serves, so a bad file stops the
-    // start with its name rather than failing the first client.
-    let (zookeeper_tls, grpc_tls, admin_tls) = match &config.tls {
-        Some(files) => {
-            let zookeeper = match secure_client_listener {
-                Some(_) => Some(ServerTls::load(files, &[])?),
-                None => None,
-            };
-            let grpc = if files.grpc { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
-            let admin = if files.admin { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
-            (zookeeper, grpc, admin)
-        }
-        None => (None, None, None),
-    };
-    let bound = Bound {
-        peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: me.bind.peer.clone(),
-            what: "peer_addr",
-            source,
-        })?,
-        grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind {
-            addr: me.bind.grpc.clone(),
-            what: "grpc_addr",
-            source,
-        })?,
-        admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
-        client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
-        metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
-        secure_client: secure_client_listener.as_ref().and_then(|l| l.local_addr().ok()),
-    };
+    // The body is one non-generic function, compiled once in this crate:
+    // generic, every binary and test that calls it compiled all of the
+    // server's listeners again (30 s of CPU each, per build).
+    serve_boxed(config, storage, Box::pin(shutdown), Box::new(on_bound)).await
+}
 
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let started = start(config, storage, stop_rx.clone())?;
-    let handle = started.handle.clone();
+/// The body of [`serve`], behind boxes: callers in other crates see only
+/// the boxed future, so they compile none of it.
+#[inline(never)]
+fn serve_boxed<'a>(
+    config: ServerConfig,
+    storage: Arc<dyn Storage>,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+    on_bound: Box<dyn FnOnce(Bound) + Send + 'a>,
+) -> Pin<Box<dyn Future<Output = Result<(), ServerError>> + Send + 'a>> {
+    Box::pin(async move {
+        let me = config.me().clone();
+        // Bind everything first so a busy port fails fast with a clear message.
+        let peer_listener = bind(&me.bind.peer, "peer_addr").await?;
+        let grpc_listener = bind(&me.bind.grpc, "grpc_addr").await?;
+        let admin_listener = match &me.bind.admin {
+            Some(addr) => Some(bind(addr, "admin_addr").await?),
+            None => None,
+        };
+        let client_listener = match &me.bind.client {
+            Some(addr) => Some(bind(addr, "client_addr").await?),
+            None => None,
+        };
+        let metrics_listener = match &me.bind.metrics {
+            Some(addr) => Some(bind(addr, "metrics_addr").await?),
+            None => None,
+        };
+        let secure_client_listener = match &me.bind.secure_client {
+            Some(addr) => Some(bind(addr, "secure_client_addr").await?),
+            None => None,
+        };
+        // Certificates are read before anything serves, so a bad file stops the
+        // start with its name rather than failing the first client.
+        let (zookeeper_tls, grpc_tls, admin_tls) = match &config.tls {
+            Some(files) => {
+                let zookeeper = match secure_client_listener {
+                    Some(_) => Some(ServerTls::load(files, &[])?),
+                    None => None,
+                };
+                let grpc = if files.grpc { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
+                let admin = if files.admin { Some(ServerTls::load(files, &[b"h2"])?) } else { None };
+                (zookeeper, grpc, admin)
+            }
+            None => (None, None, None),
+        };
+        let bound = Bound {
+            peer: peer_listener.local_addr().map_err(|source| ServerError::Bind {
+                addr: me.bind.peer.clone(),
+                what: "peer_addr",
+                source,
+            })?,
+            grpc: grpc_listener.local_addr().map_err(|source| ServerError::Bind {
+                addr: me.bind.grpc.clone(),
+                what: "grpc_addr",
+                source,
+            })?,
+            admin: admin_listener.as_ref().and_then(|l| l.local_addr().ok()),
+            client: client_listener.as_ref().and_then(|l| l.local_addr().ok()),
+            metrics: metrics_listener.as_ref().and_then(|l| l.local_addr().ok()),
+            secure_client: secure_client_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        };
 
-    let stopped = |mut rx: watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let started = start(config, storage, stop_rx.clone())?;
+        let handle = started.handle.clone();
 
-    let limits = handle.config.limits;
-    let handshake_deadline = Duration::from_millis(limits.connect_timeout_ms);
-    let peer_router = tonic::transport::Server::builder().add_service(
-        PeerServer::new(started.peer_service)
-            .max_decoding_message_size(MAX_PEER_MESSAGE)
-            .max_encoding_message_size(MAX_PEER_MESSAGE),
-    );
-    let peer_tls = started.peer_tls.as_ref().map(|tls| tls.server.clone());
-    let stop = || stopped(stop_rx.clone());
-    let mut tasks = vec![spawn_grpc(peer_router, incoming(peer_listener), peer_tls, handshake_deadline, stop())];
-    let client = ClientService::new(handle.clone());
-    let grpc_slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
-    // Twice the largest node data, plus room for paths and ACLs: a value
-    // over the data limit still decodes and is refused with that limit's
-    // own error; only an absurd message is cut off by the transport.
-    let max_message =
-        (2 * handle.config.max_data_bytes.max(limits.max_frame_bytes) + (1 << 20)).min(MAX_CLIENT_MESSAGE);
-    let client_router = tonic::transport::Server::builder()
-        .max_concurrent_streams(Some(limits.max_streams_per_grpc_connection))
-        .add_service(ZabKeeperServer::new(client).max_decoding_message_size(max_message));
-    let grpc_incoming = limited_incoming(grpc_listener, grpc_slots);
-    tasks.push(spawn_grpc(client_router, grpc_incoming, grpc_tls.clone(), handshake_deadline, stop()));
-    if let Some(listener) = admin_listener {
-        let admin = AdminService::new(handle.clone());
-        let token = handle.config.admin_token.as_deref().map(Arc::from);
-        let admin_router =
-            tonic::transport::Server::builder().add_service(AdminServer::with_interceptor(admin, authenticate(token)));
-        tasks.push(spawn_grpc(admin_router, incoming(listener), admin_tls.clone(), handshake_deadline, stop()));
-    }
-    if let Some(listener) = metrics_listener {
-        tasks.push(tokio::spawn(super::metrics_http::serve(listener, handle.clone(), stop_rx.clone())));
-    }
-    if let Some(listener) = client_listener {
-        tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), None)));
-    }
-    if let (Some(listener), Some(tls)) = (secure_client_listener, &zookeeper_tls) {
-        let run = crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), Some(tls.clone()));
-        tasks.push(tokio::spawn(run));
-    }
-    let mut reloadable: Vec<Reloadable> =
-        zookeeper_tls.into_iter().chain(grpc_tls).chain(admin_tls).map(Reloadable::Listener).collect();
-    reloadable.extend(started.peer_tls.map(Reloadable::Peers));
-    if !reloadable.is_empty() {
-        tokio::spawn(reload_on_hangup(reloadable, stop_rx.clone()));
-    }
-    on_bound(bound);
+        let stopped = |mut rx: watch::Receiver<bool>| async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
 
-    let mut owner = started.owner;
-    let result = tokio::select! {
-        _ = shutdown => {
-            hand_over_before_stopping(&handle).await;
-            let _ = stop_tx.send(true);
-            owner.await.unwrap_or(Ok(()))
+        let limits = handle.config.limits;
+        let handshake_deadline = Duration::from_millis(limits.connect_timeout_ms);
+        let peer_router = tonic::transport::Server::builder().add_service(
+            PeerServer::new(started.peer_service)
+                .max_decoding_message_size(MAX_PEER_MESSAGE)
+                .max_encoding_message_size(MAX_PEER_MESSAGE),
+        );
+        let peer_tls = started.peer_tls.as_ref().map(|tls| tls.server.clone());
+        let stop = || stopped(stop_rx.clone());
+        let mut tasks = vec![spawn_grpc(peer_router, incoming(peer_listener), peer_tls, handshake_deadline, stop())];
+        let client = ClientService::new(handle.clone());
+        let grpc_slots = ConnectionLimits::new(limits.max_connections, limits.max_connections_per_address);
+        // Twice the largest node data, plus room for paths and ACLs: a value
+        // over the data limit still decodes and is refused with that limit's
+        // own error; only an absurd message is cut off by the transport.
+        let max_message =
+            (2 * handle.config.max_data_bytes.max(limits.max_frame_bytes) + (1 << 20)).min(MAX_CLIENT_MESSAGE);
+        let client_router = tonic::transport::Server::builder()
+            .max_concurrent_streams(Some(limits.max_streams_per_grpc_connection))
+            .add_service(ZabKeeperServer::new(client).max_decoding_message_size(max_message));
+        let grpc_incoming = limited_incoming(grpc_listener, grpc_slots);
+        tasks.push(spawn_grpc(client_router, grpc_incoming, grpc_tls.clone(), handshake_deadline, stop()));
+        if let Some(listener) = admin_listener {
+            let admin = AdminService::new(handle.clone());
+            let token = handle.config.admin_token.as_deref().map(Arc::from);
+            let admin_router = tonic::transport::Server::builder()
+                .add_service(AdminServer::with_interceptor(admin, authenticate(token)));
+            tasks.push(spawn_grpc(admin_router, incoming(listener), admin_tls.clone(), handshake_deadline, stop()));
         }
-        result = &mut owner => {
-            let _ = stop_tx.send(true);
-            result.unwrap_or(Ok(()))
+        if let Some(listener) = metrics_listener {
+            tasks.push(tokio::spawn(super::metrics_http::serve(listener, handle.clone(), stop_rx.clone())));
         }
-    };
-    // Listeners stop accepting at once; a connection that does not finish
-    // within a few seconds does not hold the process up.
-    for task in tasks {
-        if tokio::time::timeout(std::time::Duration::from_secs(5), task).await.is_err() {
-            tracing::warn!("a listener did not stop within 5 s; exiting anyway");
+        if let Some(listener) = client_listener {
+            tasks.push(tokio::spawn(crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), None)));
         }
-    }
-    result
+        if let (Some(listener), Some(tls)) = (secure_client_listener, &zookeeper_tls) {
+            let run = crate::frontend::zookeeper::run(listener, handle.clone(), stop_rx.clone(), Some(tls.clone()));
+            tasks.push(tokio::spawn(run));
+        }
+        let mut reloadable: Vec<Reloadable> =
+            zookeeper_tls.into_iter().chain(grpc_tls).chain(admin_tls).map(Reloadable::Listener).collect();
+        reloadable.extend(started.peer_tls.map(Reloadable::Peers));
+        if !reloadable.is_empty() {
+            tokio::spawn(reload_on_hangup(reloadable, stop_rx.clone()));
+        }
+        on_bound(bound);
+
+        let mut owner = started.owner;
+        let result = tokio::select! {
+            _ = shutdown => {
+                hand_over_before_stopping(&handle).await;
+                let _ = stop_tx.send(true);
+                owner.await.unwrap_or(Ok(()))
+            }
+            result = &mut owner => {
+                let _ = stop_tx.send(true);
+                result.unwrap_or(Ok(()))
+            }
+        };
+        // Listeners stop accepting at once; a connection that does not finish
+        // within a few seconds does not hold the process up.
+        for task in tasks {
+            if tokio::time::timeout(std::time::Duration::from_secs(5), task).await.is_err() {
+                tracing::warn!("a listener did not stop within 5 s; exiting anyway");
+            }
+        }
+        result
+    })
 }
 
 /// Longest a stopping leader waits for its successor to be established.
