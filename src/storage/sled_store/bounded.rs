@@ -36,8 +36,8 @@ fn live_bytes(store: &SledStorage) -> u64 {
 /// again, and every 400th write a value of 300 KiB, which sled stores as a
 /// blob), each round ended by a snapshot written on another thread while
 /// the next writes go on, then a purge that keeps three. Returns the
-/// directory's size and what the store held, after each round from the
-/// fourth on.
+/// directory's size and what the store held once each round's snapshot and
+/// purge are done, from the fourth round on.
 fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big: usize) -> Vec<(u64, u64)> {
     let store = SledStorage::open(path).expect("open");
     let mut tree = DataTree::new();
@@ -77,6 +77,12 @@ fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big:
                 if let Some(done) = writer.take() {
                     done.join().expect("the snapshot writer");
                 }
+                // Measured here, where the snapshot thread has finished,
+                // not while it writes: how far it had got then depended on
+                // the machine's load (under CI's load, 28 % more bytes).
+                if round >= 4 {
+                    sizes.push((disk_bytes(path), live_bytes(&store)));
+                }
             }
         }
         let state = tree.state().clone();
@@ -87,14 +93,11 @@ fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big:
             background.save_snapshot_from(zxid, &mut chunks).expect("save a snapshot");
             background.purge(3).expect("purge");
         }));
-        if round >= 3 {
-            let (disk, live) = (disk_bytes(path), live_bytes(&store));
-            sizes.push((disk, live));
-        }
     }
     if let Some(done) = writer.take() {
         done.join().expect("the snapshot writer");
     }
+    sizes.push((disk_bytes(path), live_bytes(&store)));
     sizes
 }
 
@@ -102,14 +105,20 @@ fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big:
 /// for a bound: never over `ratio` times what it held plus `floor` bytes
 /// (sled's log database keeps a few segments however little it holds, and
 /// reuses freed segments rather than shrink its file), and no growth: the
-/// last third's largest size within a quarter of the middle third's.
+/// last third's median size within a quarter of the middle third's. (A
+/// leak raises every size after it; the largest of a third also moved with
+/// how far sled had got reusing its segments, by 16-28 % under load.)
 fn assert_bounded(sizes: &[(u64, u64)], ratio: u64, floor: u64) {
     for (round, (disk, live)) in sizes.iter().enumerate() {
         assert!(*disk <= ratio * live + floor, "round {}: {disk} bytes on disk for {live} held", round + 3);
     }
     let third = sizes.len() / 3;
-    let most = |part: &[(u64, u64)]| part.iter().map(|(disk, _)| *disk).max().unwrap_or(0);
-    let (middle, last) = (most(&sizes[third..2 * third]), most(&sizes[2 * third..]));
+    let median = |part: &[(u64, u64)]| {
+        let mut disk: Vec<u64> = part.iter().map(|(disk, _)| *disk).collect();
+        disk.sort_unstable();
+        disk.get(disk.len() / 2).copied().unwrap_or(0)
+    };
+    let (middle, last) = (median(&sizes[third..2 * third]), median(&sizes[2 * third..]));
     assert!(last * 4 <= middle * 5, "the directory still grows: {middle} bytes, then {last}");
 }
 
