@@ -52,19 +52,23 @@ def proc_counts(pids):
     involuntary context switches (/proc/PID/task/*/status: live threads
     only, a thread that has exited takes its counts with it), and read and
     write syscalls (/proc/PID/io syscr + syscw: the read- and write-family
-    only, so a lower bound on all syscalls)."""
-    out = {"cpu_s": 0.0, "ctx_vol": 0, "ctx_invol": 0, "rw_syscalls": 0}
+    only, so a lower bound on all syscalls). "ctx_by_thread" splits the
+    context switches by thread name, numbers dropped (a pool's threads
+    together: "sled-io-3" and "sled-io-4" count as "sled-io")."""
+    out = {"cpu_s": 0.0, "ctx_vol": 0, "ctx_invol": 0, "rw_syscalls": 0, "ctx_by_thread": {}}
     for pid in pids:
         try:
             out["cpu_s"] += cpu_seconds(pid)
             for task in os.listdir(f"/proc/{pid}/task"):
                 try:
+                    with open(f"/proc/{pid}/task/{task}/comm") as f:
+                        name = f.read().strip().rstrip("0123456789-:_/ ") or "?"
                     with open(f"/proc/{pid}/task/{task}/status") as f:
                         for line in f:
-                            if line.startswith("voluntary_ctxt_switches:"):
-                                out["ctx_vol"] += int(line.split()[1])
-                            elif line.startswith("nonvoluntary_ctxt_switches:"):
-                                out["ctx_invol"] += int(line.split()[1])
+                            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                                n = int(line.split()[1])
+                                out["ctx_vol" if line[0] == "v" else "ctx_invol"] += n
+                                out["ctx_by_thread"][name] = out["ctx_by_thread"].get(name, 0) + n
                 except OSError:
                     pass  # the thread has exited
             with open(f"/proc/{pid}/io") as f:
@@ -236,7 +240,9 @@ class WorkCounter:
             if self.perf:
                 self.perf.close()
                 self.perf = None
-        out = {k: proc1[k] - self.proc0[k] for k in proc1}
+        out = {k: proc1[k] - self.proc0[k] for k in proc1 if k != "ctx_by_thread"}
+        before = self.proc0["ctx_by_thread"]
+        out["ctx_by_thread"] = {name: n - before.get(name, 0) for name, n in proc1["ctx_by_thread"].items()}
         out["ctx"] = out["ctx_vol"] + out["ctx_invol"]
         out["source"] = "proc"
         if self.flush0 is not None and flush1 is not None:

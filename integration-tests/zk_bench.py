@@ -315,6 +315,28 @@ def print_costs(results, shapes, names, how, members):
           "zabkeeper / ZooKeeper)")
 
 
+def print_threads(results, shapes, names, top=6):
+    """Where a single session's writes switch context: per write, by thread
+    name (a pool's threads together), summed over the members; the median
+    over the rounds and write phases, from /proc (live threads only)."""
+    for prefix, sessions, inflight, ops in shapes:
+        if (sessions, inflight) != (1, 1):
+            continue
+        print()
+        print(f"context switches per write at {sessions} x {inflight} by thread, summed over the members "
+              f"(median over rounds and write phases; /proc, live threads only):")
+        for name in names:
+            per = {}
+            for base in WRITE_PHASES:
+                for doc in results.get(prefix + base, {}).get(name, []):
+                    work = doc.get("work") or {}
+                    for thread, n in work.get("ctx_by_thread", {}).items():
+                        per.setdefault(thread, []).append(n / doc["ops"])
+            medians = sorted(((statistics.median(v), t) for t, v in per.items()), reverse=True)
+            shown = ", ".join(f"{t} {m:.1f}" for m, t in medians[:top] if m >= 0.05)
+            print(f"  {name:<10} {sum(m for m, _ in medians):.1f} in all: {shown}")
+
+
 def print_idle(idle):
     """What each ensemble does idle, per second (medians over the rounds)."""
     cells = []
@@ -632,6 +654,7 @@ def main():
                       f"{ratio('p99_ms'):>7.2f}x (zabkeeper / ZooKeeper)")
     if results:
         print_costs(results, shapes, list(servers), counting["how"], args.members)
+        print_threads(results, shapes, list(servers))
     if idle:
         print_idle(idle)
     if floors:
