@@ -78,8 +78,8 @@ fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big:
                     done.join().expect("the snapshot writer");
                 }
                 // Measured here, where the snapshot thread has finished,
-                // not while it writes: how far it had got then depended on
-                // the machine's load (under CI's load, 28 % more bytes).
+                // not while it writes: how far it had got depended on the
+                // machine's load.
                 if round >= 4 {
                     sizes.push((disk_bytes(path), live_bytes(&store)));
                 }
