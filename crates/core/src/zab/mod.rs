@@ -610,8 +610,7 @@ impl Peer {
 
     /// Sends application traffic to the leader (follower only, while serving).
     pub fn forward(&mut self, payload: Bytes) -> bool {
-        let (State::Following(f), true) = (&self.state, self.status.serving) else { return false };
-        let (leader, epoch) = (f.leader, f.epoch);
+        let Some((leader, epoch)) = self.forwarding_to() else { return false };
         self.forwarded += 1;
         let seq = self.forwarded;
         self.send(leader, Message::Forward { epoch, seq, payload });
@@ -620,7 +619,16 @@ impl Peer {
 
     /// Whether [`Peer::forward`] would send: following, and serving.
     pub fn can_forward(&self) -> bool {
-        matches!(self.state, State::Following(_)) && self.status.serving
+        self.forwarding_to().is_some()
+    }
+
+    /// The leader and epoch forwarded traffic goes to, if it may go now
+    /// (following, and serving): the one rule of `forward` and `can_forward`.
+    fn forwarding_to(&self) -> Option<(ServerId, Epoch)> {
+        match &self.state {
+            State::Following(f) if self.status.serving => Some((f.leader, f.epoch)),
+            _ => None,
+        }
     }
 
     /// Sends application traffic to one follower, after every proposal made
