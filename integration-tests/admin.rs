@@ -531,3 +531,21 @@ fn the_admin_token_is_enforced_and_json_logs_carry_the_member() {
     assert!(spans.iter().any(|s| s["name"] == "replica" && s["id"] == 1), "{role_change}");
     assert!(spans.iter().any(|s| s["name"] == "zab" && s["epoch"].is_u64() && s["zxid"].is_string()), "{role_change}");
 }
+
+#[test]
+fn worker_threads_sizes_the_runtime_a_member_serves_on() {
+    let mut ensemble =
+        Ensemble::start_with(Settings { size: 1, extra: "worker_threads = 1".into(), ..Settings::default() });
+    let workers = |ensemble: &Ensemble| samples(&scrape(ensemble, 1)).get("zabkeeper_runtime_workers").copied();
+    assert_eq!(workers(&ensemble), Some(1.0));
+    let addr = ensemble.grpc_all();
+    runtime().block_on(async {
+        let client = connect(&addr).await;
+        client.create("/one-worker", b"x", CreateMode::Persistent, &Acl::open_unsafe()).await.unwrap();
+        assert_eq!(client.get_data("/one-worker").await.unwrap().0, b"x");
+    });
+    // The environment overrides the file, as for every key.
+    ensemble.terminate(1);
+    ensemble.spawn_with_env(1, &[("ZABKEEPER_WORKER_THREADS", "3")]);
+    assert_eq!(workers(&ensemble), Some(3.0));
+}

@@ -322,22 +322,19 @@ fn start_failing(config: &std::path::Path, id: &str) -> (Option<i32>, String) {
 fn bad_config_fails_at_start_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    std::fs::write(
-        &path,
-        "tick_ms = 50\nsync_limit_ticks = 0\ndata_dir = \"d\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n",
-    )
-    .unwrap();
-    let (code, err) = start_failing(&path, "1");
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("sync_limit_ticks"), "{err}");
-    std::fs::write(
-        &path,
-        "tick_ms = 50\n[[server]]\nid = 1\npeer_addr = \"nowhere\"\ngrpc_addr = \"127.0.0.1:2\"\ndata_dir = \"d\"\n",
-    )
-    .unwrap();
-    let (code, err) = start_failing(&path, "1");
-    assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("server[id=1].peer_addr"), "{err}");
+    let member = "[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\ndata_dir = \"d\"\n";
+    let cases = [
+        ("tick_ms = 50\nsync_limit_ticks = 0\n".to_string() + member, "sync_limit_ticks"),
+        ("tick_ms = 50\n".to_string() + &member.replace("127.0.0.1:1", "nowhere"), "server[id=1].peer_addr"),
+        // The async runtime is sized from the file too, before it starts.
+        ("worker_threads = 0\n".to_string() + member, "`worker_threads`: must be within 1..=256, got 0"),
+    ];
+    for (config, named) in cases {
+        std::fs::write(&path, &config).unwrap();
+        let (code, err) = start_failing(&path, "1");
+        assert_eq!(code, Some(2), "{config}: {err}");
+        assert!(err.contains(named), "{config}: {err}");
+    }
 }
 
 #[test]

@@ -145,6 +145,7 @@ pub struct Metrics {
     disk_low: Gauge,
     heap_allocated_bytes: Gauge<u64, AtomicU64>,
     heap_resident_bytes: Gauge<u64, AtomicU64>,
+    runtime_workers: Gauge,
     linearizable_reads: Counter,
     read_index_rounds: Counter,
     /// Scrapes are rare; one at a time keeps the level gauges consistent.
@@ -250,6 +251,8 @@ impl Metrics {
             disk_free_bytes.clone(),
         );
         let disk_low = gauge(&mut registry, "disk_low", "1 when free space is below disk_reserve_bytes");
+        let runtime_workers =
+            gauge(&mut registry, "runtime_workers", "Worker threads of the async runtime serving this member");
         let linearizable_reads = Counter::default();
         registry.register(
             "linearizable_reads",
@@ -309,6 +312,7 @@ impl Metrics {
             data_dir_bytes,
             heap_allocated_bytes,
             heap_resident_bytes,
+            runtime_workers,
             scrape: Mutex::new(()),
         }
     }
@@ -384,6 +388,9 @@ impl Metrics {
             self.read_index_rounds.inc_by(l.read_index_rounds.saturating_sub(self.read_index_rounds.get()));
         }
         self.read_heap();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            self.runtime_workers.set(i64::try_from(runtime.metrics().num_workers()).unwrap_or(i64::MAX));
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

@@ -68,11 +68,10 @@ struct Args {
     log_format: Option<LogFormat>,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
     zabkeeper::metrics::set_heap_stats(jemalloc_heap);
-    let mut config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
+    let config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("zabkeeper: {e}");
@@ -80,6 +79,22 @@ async fn main() -> ExitCode {
         }
     };
     init_logs(&log_filter(args.log.clone(), &config), args.log_format.unwrap_or(config.log_format));
+    // The runtime is sized by the config, so it is built once the config is read.
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.worker_threads {
+        runtime.worker_threads(n);
+    }
+    match runtime.enable_all().build() {
+        Ok(runtime) => runtime.block_on(run(args, config)),
+        Err(e) => {
+            eprintln!("zabkeeper: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The member, from its validated config to its stop.
+async fn run(args: Args, mut config: ServerConfig) -> ExitCode {
     if args.print_connect_strings {
         let join = |addrs: Vec<String>| addrs.join(",");
         println!("grpc: {}", join(config.members.iter().map(|m| m.grpc_addr.to_string()).collect()));

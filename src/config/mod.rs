@@ -54,6 +54,10 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
 /// the log to go on while an operator is paged, and for sled's own upkeep.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The most async worker threads a member may ask for: far more than a
+/// replica whose state has one owner task can keep busy.
+pub const MAX_WORKER_THREADS: usize = 256;
+
 /// The file as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -87,6 +91,7 @@ struct FileConfig {
     super_digest: Option<String>,
     reconfig_enabled: Option<bool>,
     linearizable_reads: Option<bool>,
+    worker_threads: Option<usize>,
     bind_host: Option<String>,
     tls: Option<tls::FileTls>,
     #[serde(default)]
@@ -287,6 +292,9 @@ pub struct ServerConfig {
     /// Every read on this member is linearizable (read index), for clients
     /// that cannot ask per request (ClickHouse Keeper's `quorum_reads`).
     pub linearizable_reads: bool,
+    /// Threads of the async runtime (network, gRPC, the replica's task);
+    /// None: one per CPU this process may use.
+    pub worker_threads: Option<usize>,
     /// The ensemble's membership as a running member told it (`--join`):
     /// this member starts outside it, following without a vote until it is
     /// added, instead of taking the file's members for the ensemble.
@@ -565,6 +573,12 @@ impl ServerConfig {
             }
         }
         let admin_allow_remote = file.admin_allow_remote.unwrap_or(false);
+        let worker_threads = match file.worker_threads {
+            Some(n) if !(1..=MAX_WORKER_THREADS).contains(&n) => {
+                return Err(invalid("worker_threads", format!("must be within 1..={MAX_WORKER_THREADS}, got {n}")));
+            }
+            n => n,
+        };
         let log_format = match &file.log_format {
             Some(f) => f.parse().map_err(|e| invalid("log_format", e))?,
             None => LogFormat::Text,
@@ -771,6 +785,7 @@ impl ServerConfig {
             super_digest: file.super_digest,
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
             linearizable_reads: file.linearizable_reads.unwrap_or(false),
+            worker_threads,
             joined: None,
             tls,
             file: None,

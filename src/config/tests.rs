@@ -200,3 +200,16 @@ fn only_this_members_data_dir_is_needed() {
     let two = ServerConfig::parse(text, Some(2)).unwrap_err().to_string();
     assert!(two.contains("server[id=2].data_dir") && two.contains("no data_dir"), "{two}");
 }
+
+#[test]
+fn worker_threads_default_to_the_cpus_and_are_bounded() {
+    assert_eq!(ServerConfig::parse(THREE, Some(1)).unwrap().worker_threads, None);
+    let one = ServerConfig::parse(&THREE.replace("tick_ms = 50", "worker_threads = 1"), Some(1)).unwrap();
+    assert_eq!(one.worker_threads, Some(1));
+    for bad in ["0", "257", "-1", "\"two\""] {
+        let message = err(&THREE.replace("tick_ms = 50", &format!("worker_threads = {bad}")), Some(1));
+        assert!(message.contains("worker_threads"), "{bad}: {message}");
+    }
+    let env = [("ZABKEEPER_WORKER_THREADS", "3")];
+    assert_eq!(ServerConfig::parse_with(PODS, &sources(Some(1), None, &env)).unwrap().worker_threads, Some(3));
+}
