@@ -50,6 +50,18 @@ fn invalid(key: impl Into<String>, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { key: key.into(), reason: reason.into() }
 }
 
+/// `value` when it lies in `range`, else an error naming `key` and both.
+fn within<T: PartialOrd + std::fmt::Display>(
+    key: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> Result<T, ConfigError> {
+    if range.contains(&value) {
+        return Ok(value);
+    }
+    Err(invalid(key, format!("must be within {}..={}, got {value}", range.start(), range.end())))
+}
+
 /// Free space kept on the data directory's filesystem by default: room for
 /// the log to go on while an operator is paged, and for sled's own upkeep.
 pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 * 1024 * 1024;
@@ -503,10 +515,7 @@ impl ServerConfig {
             }
             parse_error(message)
         })?;
-        let tick_ms = file.tick_ms.unwrap_or(50);
-        if !(1..=60_000).contains(&tick_ms) {
-            return Err(invalid("tick_ms", format!("must be within 1..=60000, got {tick_ms}")));
-        }
+        let tick_ms = within("tick_ms", file.tick_ms.unwrap_or(50), 1..=60_000)?;
         let init_limit_ticks = file.init_limit_ticks.unwrap_or(20);
         let sync_limit_ticks = file.sync_limit_ticks.unwrap_or(10);
         if init_limit_ticks == 0 {
@@ -539,10 +548,8 @@ impl ServerConfig {
         if snapshots_retained == 0 {
             return Err(invalid("snapshots_retained", "must be at least 1"));
         }
-        let max_data_bytes = file.max_data_bytes.unwrap_or(1024 * 1024);
-        if !(1..=256 * 1024 * 1024).contains(&max_data_bytes) {
-            return Err(invalid("max_data_bytes", format!("must be within 1..=268435456, got {max_data_bytes}")));
-        }
+        let max_data_bytes =
+            within("max_data_bytes", file.max_data_bytes.unwrap_or(1024 * 1024), 1..=256 * 1024 * 1024)?;
         let four_letter_words =
             file.four_letter_words.unwrap_or_else(|| vec!["srvr".into(), "ruok".into(), "mntr".into()]);
         for (i, word) in four_letter_words.iter().enumerate() {
@@ -573,12 +580,8 @@ impl ServerConfig {
             }
         }
         let admin_allow_remote = file.admin_allow_remote.unwrap_or(false);
-        let worker_threads = match file.worker_threads {
-            Some(n) if !(1..=MAX_WORKER_THREADS).contains(&n) => {
-                return Err(invalid("worker_threads", format!("must be within 1..={MAX_WORKER_THREADS}, got {n}")));
-            }
-            n => n,
-        };
+        let worker_threads =
+            file.worker_threads.map(|n| within("worker_threads", n, 1..=MAX_WORKER_THREADS)).transpose()?;
         let log_format = match &file.log_format {
             Some(f) => f.parse().map_err(|e| invalid("log_format", e))?,
             None => LogFormat::Text,
