@@ -44,7 +44,7 @@ test:
 	$(CARGO) test --workspace --all-targets
 
 ## Runs the simulation at scale: SIM_SEEDS schedules of 3 and of 5 replicas.
-## SIM_SEEDS seeded schedules of 3 replicas and as many of 5 (CI runs 5000
+## SIM_SEEDS seeded schedules of 3 replicas and as many of 5 (CI runs 2000
 ## of each), on every core, in the profile the tests share. A failure prints
 ## the seed that replays it.
 SIM_SEEDS ?= 5000
