@@ -366,7 +366,7 @@ public class CuratorSuite {
         }
         pool.shutdown();
         check(most.get() <= 2, "never more than 2 leases at once (at most " + most.get() + ")");
-        check(most.get() == 2, "two leases were never held at once");
+        check(most.get() == 2, "two leases held at once at some point (at most " + most.get() + ")");
     }
 
     private static void doubleBarrier() throws Exception {
