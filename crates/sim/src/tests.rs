@@ -12,9 +12,10 @@ fn seeds(default: u64) -> Vec<u64> {
     if let Ok(seed) = std::env::var("SIM_SEED") {
         return vec![seed.parse().expect("SIM_SEED is a number")];
     }
-    let count = std::env::var("SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let count = std::env::var("SIM_SEEDS").map_or(default, |s| s.parse().expect("SIM_SEEDS is a number"));
     let start: u64 = std::env::var("SIM_SEED_START").map_or(0, |s| s.parse().expect("SIM_SEED_START is a number"));
-    (start..start + count).map(|i| 0x5eed_0000 + i).collect()
+    let end = start.checked_add(count).filter(|end| end.checked_add(0x5eed_0000).is_some());
+    (start..end.expect("SIM_SEED_START + SIM_SEEDS is past the last seed")).map(|i| 0x5eed_0000 + i).collect()
 }
 
 fn run_all(nodes: u64, default: u64) {
