@@ -8,14 +8,24 @@ use super::*;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// The first seed of the window (SIM_SEED_START counts from it).
+const FIRST_SEED: u64 = 0x5eed_0000;
+
+/// The number in the environment variable `name`, if it is set; a value
+/// that is not a number stops the run, naming the variable.
+fn env_number(name: &str) -> Option<u64> {
+    let value = std::env::var(name).ok()?;
+    Some(value.parse().unwrap_or_else(|e| panic!("{name} is a number: {e:?}")))
+}
+
 fn seeds(default: u64) -> Vec<u64> {
-    if let Ok(seed) = std::env::var("SIM_SEED") {
-        return vec![seed.parse().expect("SIM_SEED is a number")];
+    if let Some(seed) = env_number("SIM_SEED") {
+        return vec![seed];
     }
-    let count = std::env::var("SIM_SEEDS").map_or(default, |s| s.parse().expect("SIM_SEEDS is a number"));
-    let start: u64 = std::env::var("SIM_SEED_START").map_or(0, |s| s.parse().expect("SIM_SEED_START is a number"));
-    let end = start.checked_add(count).filter(|end| end.checked_add(0x5eed_0000).is_some());
-    (start..end.expect("SIM_SEED_START + SIM_SEEDS is past the last seed")).map(|i| 0x5eed_0000 + i).collect()
+    let count = env_number("SIM_SEEDS").unwrap_or(default);
+    let start = env_number("SIM_SEED_START").unwrap_or(0);
+    let window = FIRST_SEED.checked_add(start).and_then(|first| Some(first..first.checked_add(count)?));
+    window.expect("SIM_SEED_START + SIM_SEEDS is past the last seed").collect()
 }
 
 fn run_all(nodes: u64, default: u64) {
