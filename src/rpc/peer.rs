@@ -39,7 +39,7 @@ use crate::tls::PeerTls;
 use crate::zab::{Link, Message, Role, Status};
 use rustls_pki_types::CertificateDer;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -104,6 +104,8 @@ struct InboundStream {
     current: Arc<AtomicBool>,
     /// The follower's delivery turn (see [`Deliveries`]).
     turn: DeliveryTurn,
+    /// The peer protocol the stream speaks.
+    version: u32,
 }
 
 /// The followers' streams: the service registers them, the transport writes to them.
@@ -126,6 +128,8 @@ struct FollowStream {
     leader: ServerId,
     tx: mpsc::Sender<pb::FollowerMessage>,
     task: JoinHandle<()>,
+    /// The peer protocol the leader answered (0 until it has).
+    version: Arc<AtomicU32>,
 }
 
 /// The sending side of replica-to-replica traffic.
@@ -249,6 +253,11 @@ impl Transport {
                 return;
             }
         };
+        // Before the leader answers, its version is unknown (0): a second
+        // echo is harmless (the leader takes only a higher one), a lost one is not.
+        let version = self.follow.as_ref().filter(|f| f.leader == to).map_or(0, |f| f.version.load(Ordering::Relaxed));
+        let echo =
+            peer_convert::probe_apart(version, msg).and_then(|ping| peer_convert::follower_to_pb(self.id, &ping).ok());
         let reusable = self.follow.as_ref().is_some_and(|f| f.leader == to && !f.tx.is_closed());
         if !reusable {
             if let Some(old) = self.follow.take() {
@@ -256,6 +265,7 @@ impl Transport {
             }
             let Some(addr) = self.address_of(to) else { return };
             let (tx, rx) = mpsc::channel(QUEUE);
+            let version = Arc::new(AtomicU32::new(0));
             let task = tokio::spawn(follow(
                 (self.id, to),
                 addr,
@@ -263,11 +273,12 @@ impl Transport {
                 self.handle.clone(),
                 self.tls.clone(),
                 self.refusals.clone(),
+                version.clone(),
             ));
-            self.follow = Some(FollowStream { leader: to, tx, task });
+            self.follow = Some(FollowStream { leader: to, tx, task, version });
         }
         if let Some(f) = &self.follow {
-            if f.tx.try_send(pb).is_err() {
+            if f.tx.try_send(pb).is_err() || echo.is_some_and(|ping| f.tx.try_send(ping).is_err()) {
                 tracing::warn!(leader = to, "queue to the leader is full; dropping the stream");
                 if let Some(f) = self.follow.take() {
                     f.task.abort();
@@ -277,7 +288,7 @@ impl Transport {
     }
 
     fn send_to_follower(&mut self, to: ServerId, msg: &Message) {
-        let batch = match peer_convert::leader_to_pb(self.id, msg) {
+        let mut batch = match peer_convert::leader_to_pb(self.id, msg) {
             Ok(b) => b,
             Err(e) => {
                 tracing::warn!(to, error = %e, "cannot send to follower");
@@ -286,6 +297,9 @@ impl Transport {
         };
         let mut inbound = lock_map(&self.inbound);
         let Some(stream) = inbound.get(&to) else { return };
+        if let Some(ping) = peer_convert::probe_apart(stream.version, msg) {
+            batch.extend(peer_convert::leader_to_pb(self.id, &ping).unwrap_or_default());
+        }
         if stream.tx.try_send(batch).is_err() {
             tracing::warn!(follower = to, "queue to the follower is full or closed; dropping its stream");
             if let Some(dropped) = inbound.remove(&to) {
@@ -358,6 +372,7 @@ async fn follow(
     handle: Handle,
     tls: Option<Arc<PeerTls>>,
     refusals: Arc<Refusals>,
+    version: Arc<AtomicU32>,
 ) {
     let (me, leader) = ends;
     let outcome: Result<(), String> = async {
@@ -373,9 +388,12 @@ async fn follow(
             }
             status.to_string()
         })?;
-        if let Err(e) = peer_protocol::answered(answer.metadata(), &peer_protocol::who(Some(leader), None)) {
-            refusals.log("leader answered in a peer protocol this build does not speak", &e.to_string());
-            return Err(e.to_string());
+        match peer_protocol::answered(answer.metadata(), &peer_protocol::who(Some(leader), None)) {
+            Ok(agreed) => version.store(agreed, Ordering::Relaxed),
+            Err(e) => {
+                refusals.log("leader answered in a peer protocol this build does not speak", &e.to_string());
+                return Err(e.to_string());
+            }
         }
         let mut inbound = answer.into_inner();
         let mut decoder = LeaderStreamDecoder::default();
@@ -537,7 +555,7 @@ impl pb::peer_server::Peer for PeerService {
                 };
                 let _turn = turn.lock().await;
                 if let Some(tx) = batch_tx.take() {
-                    let newer = InboundStream { stream_id, tx, current: current.clone(), turn: turn.clone() };
+                    let newer = InboundStream { stream_id, tx, current: current.clone(), turn: turn.clone(), version };
                     let older = lock_map(&inbound).insert(from, newer);
                     if let Some(older) = older {
                         // The follower reconnected (a restart, a new sync):
@@ -600,11 +618,18 @@ mod tests {
     use crate::handle::Event;
     use crate::ids::Zxid;
     use crate::storage::mem_store::MemStorage;
+    use bytes::Bytes;
     use tokio::sync::watch;
 
     /// The leader's side of the peer service on a loopback port, and the
     /// inbox its owner task would read.
     async fn leader_service() -> (String, mpsc::Receiver<Event>) {
+        let (_transport, url, inbox) = leader_service_and_transport().await;
+        (url, inbox)
+    }
+
+    /// [`leader_service`], and the transport its owner task would send with.
+    async fn leader_service_and_transport() -> (Transport, String, mpsc::Receiver<Event>) {
         let text =
             "data_dir = \"unused\"\n[[server]]\nid = 1\npeer_addr = \"127.0.0.1:1\"\ngrpc_addr = \"127.0.0.1:2\"\n\
                     [[server]]\nid = 2\npeer_addr = \"127.0.0.1:3\"\ngrpc_addr = \"127.0.0.1:4\"\n";
@@ -614,7 +639,7 @@ mod tests {
         let handle = Handle::new(events_tx, config, Arc::new(MemStorage::new()), applied_rx);
         let addrs =
             [(1, HostPort::parse("127.0.0.1:1").expect("addr")), (2, HostPort::parse("127.0.0.1:3").expect("addr"))];
-        let (_transport, service) = links(1, addrs.into_iter().collect(), handle, None);
+        let (transport, service) = links(1, addrs.into_iter().collect(), handle, None);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let addr = listener.local_addr().expect("its address");
         tokio::spawn(
@@ -622,7 +647,7 @@ mod tests {
                 .add_service(pb::peer_server::PeerServer::new(service))
                 .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
         );
-        (format!("http://{addr}"), events_rx)
+        (transport, format!("http://{addr}"), events_rx)
     }
 
     /// A `Follow` stream from member 2; what is sent on the returned
@@ -650,6 +675,42 @@ mod tests {
         match input {
             Some(Input::Peer { from: 2, msg: Message::FollowerPing { probe, .. } }) => Some(probe),
             _ => None,
+        }
+    }
+
+    /// A follower of protocol 3 or older reads a leadership probe only in a
+    /// PING: a probe on a REPLY goes to it in one of its own as well. One of
+    /// this build reads it on the REPLY alone.
+    #[tokio::test]
+    async fn a_probe_on_a_reply_goes_in_a_ping_too_only_to_a_follower_before_protocol_4() {
+        let reply = |probe| Message::Reply { epoch: 1, payload: Bytes::from_static(b"r"), probe };
+        for (offered, apart) in [(None, true), (Some("3"), true), (Some("4"), false)] {
+            let (mut transport, url, mut inbox) = leader_service_and_transport().await;
+            let mut client = pb::peer_client::PeerClient::connect(url).await.expect("connect");
+            let (tx, rx) = mpsc::channel(16);
+            let mut request = Request::new(ReceiverStream::new(rx));
+            if let Some(v) = offered {
+                request.metadata_mut().insert(peer_protocol::VERSION_HEADER, v.parse().expect("ascii"));
+            }
+            let mut answers = client.follow(request).await.expect("follow").into_inner();
+            tx.send(ping(1)).await.expect("send");
+            assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(1), "the stream is registered");
+            transport.send(2, reply(7));
+            // A reply with no probe ends what this test reads.
+            transport.send(2, reply(0));
+            let mut decoder = LeaderStreamDecoder::default();
+            let mut got = Vec::new();
+            while !got.contains(&reply(0)) {
+                let m = tokio::time::timeout(Duration::from_secs(10), answers.message()).await;
+                let m = m.expect("in time").expect("a stream").expect("a message");
+                got.extend(decoder.decode(m).expect("decodes").map(|(_, msg)| msg));
+            }
+            let mut expected = vec![reply(7)];
+            if apart {
+                expected.push(Message::Ping { epoch: 1, committed: Zxid::ZERO, probe: 7 });
+            }
+            expected.push(reply(0));
+            assert_eq!(got, expected, "to a follower offering {offered:?}");
         }
     }
 
@@ -729,7 +790,7 @@ mod tests {
     async fn notify_accepts_peer_protocols_1_and_2_and_an_unstated_one_and_refuses_others_naming_both() {
         let (url, mut inbox) = leader_service().await;
         let mut client = pb::peer_client::PeerClient::connect(url).await.expect("connect");
-        for (said, agreed) in [(None, "1"), (Some("1"), "1"), (Some("2"), "2"), (Some("3"), "3")] {
+        for (said, agreed) in [(None, "1"), (Some("1"), "1"), (Some("2"), "2"), (Some("3"), "3"), (Some("4"), "4")] {
             let answer = client.notify(notification_saying(said)).await.expect("a version spoken here");
             assert_eq!(answered_version(&answer), Some(agreed), "for {said:?}");
             assert!(notification_arrives(&mut inbox, 5).await, "for {said:?}");
@@ -738,7 +799,7 @@ mod tests {
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
         assert_eq!(
             refused.message(),
-            "peer protocol 7 from member 2 is not understood here (this build speaks 1 to 3)"
+            "peer protocol 7 from member 2 is not understood here (this build speaks 1 to 4)"
         );
         assert!(next_input(&mut inbox, 1).await.is_none(), "a refused notification reaches nothing");
         // The refusal closed nothing: the same channel goes on.
@@ -753,20 +814,20 @@ mod tests {
         let (_tx, rx) = mpsc::channel::<pb::FollowerMessage>(1);
         let mut request = Request::new(ReceiverStream::new(rx));
         request.metadata_mut().insert(peer_protocol::VERSION_HEADER, "9".parse().expect("ascii"));
-        request.metadata_mut().insert(peer_protocol::OLDEST_HEADER, "4".parse().expect("ascii"));
+        request.metadata_mut().insert(peer_protocol::OLDEST_HEADER, "5".parse().expect("ascii"));
         request.metadata_mut().insert(peer_protocol::MEMBER_HEADER, "2".parse().expect("ascii"));
-        let refused = client.follow(request).await.expect_err("versions 4 to 9");
+        let refused = client.follow(request).await.expect_err("versions 5 to 9");
         assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
         assert_eq!(
             refused.message(),
-            "peer protocol 4 to 9 from member 2 is not understood here (this build speaks 1 to 3)"
+            "peer protocol 5 to 9 from member 2 is not understood here (this build speaks 1 to 4)"
         );
-        // This build's own offer is answered with version 3, and the stream works.
+        // This build's own offer is answered with version 4, and the stream works.
         let (tx, rx) = mpsc::channel(16);
         let mut request = Request::new(ReceiverStream::new(rx));
         peer_protocol::offer(request.metadata_mut(), 2);
         let answer = client.follow(request).await.expect("this build's versions");
-        assert_eq!(answered_version(&answer), Some("3"));
+        assert_eq!(answered_version(&answer), Some("4"));
         tx.send(ping(5)).await.expect("send");
         assert_eq!(probe_of(next_input(&mut inbox, 10).await), Some(5));
         // A stream from a build before versions (no header) is version 1.

@@ -2,6 +2,7 @@
 //! another replica that does not convert is dropped by the caller with a log
 //! line naming the field; it never reaches the consensus core.
 
+use super::peer_protocol::PROBES_ON_MESSAGES;
 use crate::ids::{ServerId, Zxid};
 use crate::members::Configuration;
 use crate::proto::peer as pb;
@@ -101,6 +102,22 @@ fn entries_from_pb(entries: &[pb::Entry]) -> Result<Vec<Entry>, ConvertError> {
         .collect()
 }
 
+/// What a peer speaking protocol `version` (0: not yet known) needs beside
+/// `msg` to read the leadership probe on a REPLY, or the echo on a REQUEST:
+/// the PING of its own that versions before [`PROBES_ON_MESSAGES`] read
+/// (the leader's with no commit point: a follower takes only a higher one).
+/// None where the message itself will do.
+pub fn probe_apart(version: u32, msg: &Message) -> Option<Message> {
+    if version >= PROBES_ON_MESSAGES {
+        return None;
+    }
+    match *msg {
+        Message::Reply { epoch, probe, .. } if probe > 0 => Some(Message::Ping { epoch, committed: Zxid::ZERO, probe }),
+        Message::Forward { epoch, probe, .. } if probe > 0 => Some(Message::FollowerPing { epoch, probe }),
+        _ => None,
+    }
+}
+
 /// A message a follower sends, to protobuf.
 pub fn follower_to_pb(from: ServerId, msg: &Message) -> Result<pb::FollowerMessage, ConvertError> {
     use pb::follower_message::Kind;
@@ -127,8 +144,8 @@ pub fn follower_to_pb(from: ServerId, msg: &Message) -> Result<pb::FollowerMessa
         Message::AckNewLeader { epoch, zxid } => (*epoch, Kind::AckNewLeader(pb::AckNewLeader { zxid: zxid.0 })),
         Message::Ack { epoch, zxid } => (*epoch, Kind::Ack(pb::Ack { zxid: zxid.0 })),
         Message::FollowerPing { epoch, probe } => (*epoch, Kind::Ping(pb::FollowerPing { probe: *probe })),
-        Message::Forward { epoch, seq, payload } => {
-            (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec(), seq: *seq }))
+        Message::Forward { epoch, seq, payload, probe } => {
+            (*epoch, Kind::Forward(pb::Forward { payload: payload.to_vec(), seq: *seq, probe: *probe }))
         }
         other => return Err(ConvertError::WrongChannel(other.kind())),
     };
@@ -161,7 +178,7 @@ pub fn follower_from_pb(m: pb::FollowerMessage) -> Result<(ServerId, Message), C
         Kind::AckNewLeader(a) => Message::AckNewLeader { epoch, zxid: Zxid(a.zxid) },
         Kind::Ack(a) => Message::Ack { epoch, zxid: Zxid(a.zxid) },
         Kind::Ping(p) => Message::FollowerPing { epoch, probe: p.probe },
-        Kind::Forward(f) => Message::Forward { epoch, seq: f.seq, payload: Bytes::from(f.payload) },
+        Kind::Forward(f) => Message::Forward { epoch, seq: f.seq, payload: Bytes::from(f.payload), probe: f.probe },
     };
     Ok((m.from, msg))
 }
@@ -206,7 +223,9 @@ pub fn leader_to_pb(from: ServerId, msg: &Message) -> Result<Vec<pb::LeaderMessa
         Message::Ping { epoch, committed, probe } => {
             one(*epoch, Kind::Ping(pb::LeaderPing { committed: committed.0, probe: *probe }))
         }
-        Message::Reply { epoch, payload } => one(*epoch, Kind::Reply(pb::Reply { payload: payload.to_vec() })),
+        Message::Reply { epoch, payload, probe } => {
+            one(*epoch, Kind::Reply(pb::Reply { payload: payload.to_vec(), probe: *probe }))
+        }
         Message::StepDown { epoch, to } => one(*epoch, Kind::StepDown(pb::StepDown { to: *to })),
         other => Err(ConvertError::WrongChannel(other.kind())),
     }
@@ -251,7 +270,7 @@ impl LeaderStreamDecoder {
             }
             Kind::Commit(c) => Message::Commit { epoch, zxid: Zxid(c.zxid) },
             Kind::Ping(p) => Message::Ping { epoch, committed: Zxid(p.committed), probe: p.probe },
-            Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload) },
+            Kind::Reply(r) => Message::Reply { epoch, payload: Bytes::from(r.payload), probe: r.probe },
             Kind::StepDown(s) => Message::StepDown { epoch, to: s.to },
         };
         Ok(Some((m.from, msg)))
@@ -331,7 +350,7 @@ mod tests {
             Message::FollowerInfo { accepted_epoch: 3 },
             Message::AckEpoch { epoch: 4, acked: true, current_epoch: 3, last_zxid: Zxid::new(2, 9), summary },
             Message::Ack { epoch: 4, zxid: Zxid::new(4, 1) },
-            Message::Forward { epoch: 4, seq: 7, payload: Bytes::from_static(b"x") },
+            Message::Forward { epoch: 4, seq: 7, payload: Bytes::from_static(b"x"), probe: 3 },
         ] {
             let (from, back) = follower_from_pb(follower_to_pb(2, &msg).unwrap()).unwrap();
             assert_eq!(from, 2);
@@ -341,6 +360,24 @@ mod tests {
             };
             assert_eq!(back, expected);
         }
+    }
+
+    #[test]
+    fn a_probe_or_echo_goes_apart_in_a_ping_only_to_a_peer_that_cannot_read_it_on_the_message() {
+        let reply = |probe| Message::Reply { epoch: 3, payload: Bytes::from_static(b"r"), probe };
+        let request = |probe| Message::Forward { epoch: 3, seq: 1, payload: Bytes::from_static(b"q"), probe };
+        for version in [0, 1, 3] {
+            assert_eq!(
+                probe_apart(version, &reply(7)),
+                Some(Message::Ping { epoch: 3, committed: Zxid::ZERO, probe: 7 }),
+                "to version {version}"
+            );
+            assert_eq!(probe_apart(version, &request(7)), Some(Message::FollowerPing { epoch: 3, probe: 7 }));
+            assert_eq!(probe_apart(version, &reply(0)), None, "no probe: nothing to read");
+            assert_eq!(probe_apart(version, &request(0)), None);
+        }
+        assert_eq!(probe_apart(PROBES_ON_MESSAGES, &reply(7)), None);
+        assert_eq!(probe_apart(PROBES_ON_MESSAGES, &request(7)), None);
     }
 
     #[test]

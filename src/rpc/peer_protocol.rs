@@ -10,7 +10,9 @@
 //! version 2: nothing but these headers came with version 2. Version 3 is
 //! the same wire again, from a build that reads the `load` transaction: a
 //! leader loads a tree only once every member speaks it
-//! (`replica::load::PEER_PROTOCOL`).
+//! (`replica::load::PEER_PROTOCOL`). Version 4 reads a leadership probe on a
+//! REPLY and its echo on a REQUEST ([`PROBES_ON_MESSAGES`]); to an older peer
+//! they also go in PINGs of their own, which is how it reads them.
 //!
 //! Why metadata and not a protobuf field: the version belongs to the call,
 //! not to one of its messages, so it is read before any message is decoded
@@ -28,7 +30,10 @@ use std::sync::Mutex;
 use tonic::metadata::{MetadataMap, MetadataValue};
 
 /// The newest peer protocol this build speaks, and the one it offers.
-pub const SPEAKS: u32 = 3;
+pub const SPEAKS: u32 = 4;
+/// The first version that reads leadership probes and echoes carried on
+/// REPLY and REQUEST messages (`Reply.probe`, `Forward.probe`).
+pub const PROBES_ON_MESSAGES: u32 = 4;
 /// The oldest peer protocol this build still speaks: the previous release's.
 pub const OLDEST: u32 = 1;
 /// Request metadata: the newest version the caller speaks; response
@@ -225,22 +230,22 @@ mod tests {
     }
 
     #[test]
-    fn an_unstated_version_is_version_1_and_this_build_offers_1_to_3() {
+    fn an_unstated_version_is_version_1_and_this_build_offers_1_to_4() {
         assert_eq!(accept(&MetadataMap::new(), "member 3"), Ok(1));
         let mut ours = MetadataMap::new();
         offer(&mut ours, 3);
-        assert_eq!(accept(&ours, "member 3"), Ok(3));
+        assert_eq!(accept(&ours, "member 3"), Ok(4));
         assert_eq!(claimed_member(&ours), Some(3));
         assert_eq!(accept(&metadata(&[(VERSION_HEADER, "1")]), "member 3"), Ok(1));
     }
 
     #[test]
     fn a_rolling_upgrade_agrees_on_the_newest_version_both_speak() {
-        // The next release (4, still speaking 3) and this one meet at 3;
-        // the previous one (1 to 2) and this one at 2.
-        assert_eq!(accept(&metadata(&[(VERSION_HEADER, "4"), (OLDEST_HEADER, "3")]), "member 2"), Ok(3));
-        assert_eq!(Versions { oldest: 1, newest: 2 }.agree(Versions::HERE), Some(2));
-        assert_eq!(Versions { oldest: 4, newest: 5 }.agree(Versions::HERE), None);
+        // The next release (5, still speaking 4) and this one meet at 4;
+        // the previous one (1 to 3) and this one at 3.
+        assert_eq!(accept(&metadata(&[(VERSION_HEADER, "5"), (OLDEST_HEADER, "4")]), "member 2"), Ok(4));
+        assert_eq!(Versions { oldest: 1, newest: 3 }.agree(Versions::HERE), Some(3));
+        assert_eq!(Versions { oldest: 5, newest: 6 }.agree(Versions::HERE), None);
     }
 
     #[test]
@@ -248,7 +253,7 @@ mod tests {
         let refused = accept(&metadata(&[(VERSION_HEADER, "7")]), "member 3").expect_err("7");
         assert_eq!(
             refused.to_string(),
-            "peer protocol 7 from member 3 is not understood here (this build speaks 1 to 3)"
+            "peer protocol 7 from member 3 is not understood here (this build speaks 1 to 4)"
         );
         let range = accept(&metadata(&[(VERSION_HEADER, "7"), (OLDEST_HEADER, "5")]), "member 3").expect_err("5..7");
         assert!(range.to_string().starts_with("peer protocol 5 to 7 from member 3"), "{range}");

@@ -343,6 +343,20 @@ impl Replica {
         // read-index probe or round.
         self.read_index.flush(&mut self.zab);
         self.drain_zab();
+        // Leadership probes and their echoes ride on this turn's messages.
+        if !self.zab.probes_due() {
+            return std::mem::take(&mut self.outputs);
+        }
+        let mut sends: Vec<(ServerId, &mut Message)> = self
+            .outputs
+            .iter_mut()
+            .filter_map(|o| match o {
+                Output::Zab(zab::Io::Send { to, msg }) => Some((*to, msg)),
+                _ => None,
+            })
+            .collect();
+        self.zab.end_turn(&mut sends);
+        self.drain_zab();
         std::mem::take(&mut self.outputs)
     }
 

@@ -18,12 +18,16 @@
 //! (Tried: two rounds in flight per follower. One read in flight per session
 //! went 5 % faster for 5 % more CPU per read; not kept.)
 //!
-//! Cost is per round, not per read. The leader keeps at most one probe in
-//! flight for reads (one PING per follower): the barriers that arrive
-//! meanwhile, its own reads and followers' rounds, wait together for the
-//! next probe. A follower keeps at most one round in flight to the leader,
-//! the same way. Probes and rounds are asked in [`ReadIndex::flush`], once
-//! per turn of the host (as its outputs are taken), not as the first read
+//! Cost is per round, not per read, and a probe costs no message under load.
+//! The leader asks one probe per turn in which reads arrived; Zab puts it on
+//! the turn's REPLYs to followers (the answers to their rounds), and sends a
+//! PING only to a follower that gets none and owes no echo of an earlier
+//! probe (`zab::leader`, "Leadership probes"). A follower echoes it on its
+//! next round's REQUEST. So while followers ask rounds, the leader's own
+//! reads are confirmed by them. A follower keeps at most one round in
+//! flight to the leader: the reads that arrive meanwhile wait together for
+//! the next. Probes and rounds are asked in [`ReadIndex::flush`], once per
+//! turn of the host (as its outputs are taken), not as the first read
 //! arrives: every read that arrived in the turn rides the same one, where
 //! asking at the first read left the others of its turn a round behind.
 //! Nothing is sent earlier either way: messages leave at the end of a turn.
@@ -84,10 +88,8 @@ struct Round {
 pub struct ReadIndex {
     /// Leader: barriers waiting for their probe, in probe order.
     confirming: VecDeque<Confirming>,
-    /// Leader: the probe in flight for reads, if any.
-    asked: Option<u64>,
-    /// Leader: barriers waiting for a probe to be asked (at the next flush
-    /// with none in flight); their probe number is not yet known.
+    /// Leader: barriers waiting for a probe to be asked (at the flush);
+    /// their probe number is not yet known.
     held: Vec<Confirming>,
     /// Follower: the round in flight.
     in_flight: Option<Round>,
@@ -105,7 +107,6 @@ impl ReadIndex {
     /// Forgets every barrier (this member stopped serving: its connections close).
     pub fn clear(&mut self) {
         self.confirming.clear();
-        self.asked = None;
         self.held.clear();
         self.in_flight = None;
         self.next.clear();
@@ -169,9 +170,6 @@ impl ReadIndex {
                 }
             }
         }
-        if self.asked.is_some_and(|asked| asked <= probe) {
-            self.asked = None;
-        }
         self.cleared += cleared.len() as u64;
         cleared
     }
@@ -180,13 +178,15 @@ impl ReadIndex {
     /// the leader's probe, or the follower's round. Called as the host takes
     /// the outputs: at least once per turn, after all of its inputs.
     pub fn flush(&mut self, zab: &mut Peer) {
-        if self.asked.is_none() && !self.held.is_empty() {
+        if !self.held.is_empty() {
             // Sent after every held barrier arrived: it may confirm them.
             match zab.confirm_leadership() {
                 Some(next) => {
                     debug_assert!(self.confirming.back().is_none_or(|c| c.probe <= next), "probes are asked in order");
-                    self.asked = Some(next);
-                    self.asked_total += 1;
+                    // Turns whose reads share a probe not yet sent count once.
+                    if self.confirming.back().is_none_or(|c| c.probe < next) {
+                        self.asked_total += 1;
+                    }
                     self.confirming.extend(self.held.drain(..).map(|c| Confirming { probe: next, ..c }));
                 }
                 // Not reached while `confirm` checks the same: were it, they

@@ -49,7 +49,9 @@ pub(super) struct Follower {
     /// until NEWLEADER so the switch to the leader's history is all or nothing.
     snapshot: Option<PendingSnapshot>,
     /// The highest leadership probe this leader sent us (echoed in pings).
-    probe: u64,
+    pub(super) probe: u64,
+    /// The highest probe echoed to it (in a PING or on a REQUEST).
+    pub(super) echoed: u64,
 }
 
 /// A leader's snapshot and the entries that follow it, not yet installed.
@@ -68,6 +70,11 @@ impl PendingSnapshot {
 }
 
 impl Follower {
+    /// Whether a probe received is not yet echoed.
+    pub(super) fn echo_due(&self) -> bool {
+        self.probe > self.echoed && self.stage != Stage::Discovery
+    }
+
     pub(super) fn new(leader: ServerId, now: u64) -> Follower {
         Follower {
             leader,
@@ -78,12 +85,13 @@ impl Follower {
             leader_committed: Zxid::ZERO,
             snapshot: None,
             probe: 0,
+            echoed: 0,
         }
     }
 }
 
 impl Peer {
-    fn follower(&mut self) -> Option<&mut Follower> {
+    pub(super) fn follower(&mut self) -> Option<&mut Follower> {
         match &mut self.state {
             State::Following(f) => Some(f),
             _ => None,
@@ -142,6 +150,9 @@ impl Peer {
             return;
         }
         let (leader, epoch, stage, probe) = (f.leader, f.epoch, f.stage, f.probe);
+        if stage != Stage::Discovery {
+            f.echoed = probe;
+        }
         match stage {
             // The leader may not have been ready for us yet: present ourselves again.
             Stage::Discovery => self.send(leader, Message::FollowerInfo { accepted_epoch }),
@@ -183,17 +194,17 @@ impl Peer {
             Message::NewLeader { zxid, configuration, .. } => self.on_new_leader(zxid, configuration),
             Message::UpToDate { committed, .. } => self.on_up_to_date(committed),
             Message::Commit { zxid, .. } => self.on_leader_commit(zxid),
-            Message::Ping { committed, probe, epoch } => {
+            Message::Ping { committed, probe, .. } => {
                 // A new probe: the leader waits on a quorum of echoes to answer a
-                // sync, so echo it now rather than at our next tick.
-                if probe > f.probe {
-                    f.probe = probe;
-                    let leader = f.leader;
-                    self.send(leader, Message::FollowerPing { epoch, probe });
-                }
+                // sync, so it is echoed at the end of this turn (`end_turn`)
+                // rather than at our next tick.
+                f.probe = f.probe.max(probe);
                 self.on_leader_commit(committed);
             }
-            Message::Reply { payload, .. } => self.on_reply(payload),
+            Message::Reply { payload, probe, .. } => {
+                f.probe = f.probe.max(probe);
+                self.on_reply(payload)
+            }
             Message::StepDown { to, .. } => {
                 if to == self.config.id {
                     self.become_looking_nominating(to, "the leader handed leadership to us");
@@ -411,6 +422,24 @@ impl Peer {
         tracing::info!(id, leader, epoch, zxid = %self.log.last_zxid(), "synced with leader, serving");
         self.apply_leader_commits();
         self.set_status(Status { role: Role::Following, epoch, leader: Some(leader), serving: true });
+    }
+
+    /// End of the host's turn: a probe received and not yet echoed rides on
+    /// the last REQUEST this turn sends the leader (sent after it arrived, in
+    /// its epoch), or else goes back in a PING of its own.
+    pub(super) fn end_turn_echo(&mut self, sends: &mut [(ServerId, &mut Message)]) {
+        let Some(f) = self.follower().filter(|f| f.echo_due()) else { return };
+        let (leader, epoch, probe) = (f.leader, f.epoch, f.probe);
+        f.echoed = probe;
+        let request = sends
+            .iter_mut()
+            .rev()
+            .filter(|(to, msg)| *to == leader && msg.epoch() == Some(epoch))
+            .find_map(|(_, msg)| msg.probe_mut());
+        match request {
+            Some(echo) => *echo = probe,
+            None => self.send(leader, Message::FollowerPing { epoch, probe }),
+        }
     }
 
     fn on_leader_commit(&mut self, zxid: Zxid) {

@@ -24,6 +24,15 @@
 //! no later epoch can have committed anything before it (a member that
 //! accepted a later epoch never answers this one), so its log holds every
 //! committed write. ZooKeeper answers a sync without this (ZOOKEEPER-1675).
+//!
+//! A probe needs no PING of its own when the leader sends the follower
+//! anything else at the end of the turn that asked for it: it rides on that
+//! turn's REPLY, which leaves after the question arrived, and the follower's
+//! echo rides on the next REQUEST it sends in its own turn. A follower gets
+//! a PING for a new probe only when no REPLY carries it and it owes no echo
+//! of an earlier one (its echo comes first, and the next turn's messages
+//! carry the new probe); the heartbeat carries the newest probe too, so a
+//! lost one is sent again. See [`Peer::end_turn`].
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
@@ -63,6 +72,8 @@ struct Tracked {
     forwarded: u64,
     /// The highest leadership probe it echoed.
     echoed: u64,
+    /// The newest leadership probe sent to it (in a PING or on a REPLY).
+    probed: u64,
 }
 
 /// The state of a leading replica.
@@ -81,8 +92,8 @@ pub(super) struct Leader {
     followers: BTreeMap<ServerId, Tracked>,
     /// Our history's end when synchronization started (committed at establishment).
     newleader_zxid: Zxid,
-    /// The newest leadership probe asked for, the newest sent, and the
-    /// newest a quorum confirmed.
+    /// The newest leadership probe asked for, the newest sent to any
+    /// follower, and the newest a quorum confirmed.
     probe_wanted: u64,
     probe_sent: u64,
     probe_confirmed: u64,
@@ -167,6 +178,14 @@ impl Leader {
             .filter(|(_, t)| matches!(t.stage, Stage::Syncing | Stage::Synced))
             .map(|(id, _)| *id)
             .collect()
+    }
+
+    /// Whether a follower that gets our proposals has not been sent the
+    /// newest probe asked for.
+    pub(super) fn probe_due(&self) -> bool {
+        self.followers
+            .values()
+            .any(|t| matches!(t.stage, Stage::Syncing | Stage::Synced) && t.probed < self.probe_wanted)
     }
 
     pub(super) fn drop_follower(&mut self, id: ServerId) {
@@ -345,8 +364,17 @@ impl Peer {
         // late FOLLOWERINFO) may believe itself synced, and pings would keep
         // it content while it falls behind for good. Without them it rejoins
         // after syncLimit.
-        let probe = l.probe_sent;
-        for to in l.broadcast_targets() {
+        // The newest probe asked for, so that a follower a probe could not
+        // reach at the end of a turn (see `end_turn_probes`) gets it here.
+        let probe = l.probe_wanted;
+        let targets = l.broadcast_targets();
+        for &to in &targets {
+            if let Some(t) = l.followers.get_mut(&to) {
+                t.probed = t.probed.max(probe);
+            }
+        }
+        l.probe_sent = l.probe_sent.max(probe);
+        for to in targets {
             self.send(to, Message::Ping { epoch, committed, probe });
         }
     }
@@ -381,16 +409,40 @@ impl Peer {
         l.is_established() && l.is_synced(follower) && self.log.configuration().is_quorum(|m| m == id || m == follower)
     }
 
-    /// Sends the newest probe asked for, if not yet sent (with the other
-    /// actions of this turn).
-    pub(super) fn flush_probe(&mut self) {
+    /// End of the host's turn: the newest probe asked for goes to each
+    /// follower on the last REPLY this turn sends it (it leaves after every
+    /// question of the turn arrived), or else in a PING of its own, unless
+    /// an earlier probe to it is still unechoed: its echo comes first, and the
+    /// next turn's messages carry the new one. So under load the probes ride
+    /// on the replies the followers' read-index rounds get, and cost no
+    /// message of their own.
+    pub(super) fn end_turn_probes(&mut self, sends: &mut [(ServerId, &mut Message)]) {
         let committed = self.committed;
-        let Some(l) = self.leader() else { return };
-        if l.probe_wanted == l.probe_sent {
-            return;
+        let Some(l) = self.leader().filter(|l| l.probe_due()) else { return };
+        let (epoch, wanted) = (l.epoch, l.probe_wanted);
+        for (to, msg) in sends.iter_mut().rev() {
+            let Some(t) = l.followers.get_mut(to).filter(|t| t.probed < wanted) else { continue };
+            if msg.epoch() != Some(epoch) {
+                continue;
+            }
+            if let Some(probe) = msg.probe_mut() {
+                *probe = wanted;
+                t.probed = wanted;
+                l.probe_sent = wanted;
+            }
         }
-        l.probe_sent = l.probe_wanted;
-        self.ping_followers(committed);
+        let mut pings = Vec::new();
+        for to in l.broadcast_targets() {
+            let Some(t) = l.followers.get_mut(&to) else { continue };
+            if t.probed < wanted && t.echoed >= t.probed {
+                t.probed = wanted;
+                l.probe_sent = wanted;
+                pings.push(to);
+            }
+        }
+        for to in pings {
+            self.send(to, Message::Ping { epoch, committed, probe: wanted });
+        }
     }
 
     /// Confirms the newest probe that a quorum has echoed, the leader's own
@@ -401,7 +453,7 @@ impl Peer {
         let State::Leading(l) = &mut self.state else { return };
         let echo = |f: ServerId| match l.followers.get(&f) {
             _ if f == id => Some(l.probe_wanted),
-            Some(t) if t.stage == Stage::Synced => Some(t.echoed.min(l.probe_sent)),
+            Some(t) if t.stage == Stage::Synced => Some(t.echoed),
             _ => None,
         };
         let Some(confirmed) = conf.quorum_point(echo) else { return };
@@ -434,15 +486,28 @@ impl Peer {
                 // The target's acknowledgement is what a transfer waits for.
                 self.check_transfer();
             }
+            // An echo counts for no probe not yet sent to its sender: one
+            // claiming more is taken for what was sent, or a later probe
+            // would be confirmed by it before it reached anyone.
             Message::FollowerPing { probe, .. } if tracked.stage == Stage::Synced && probe > tracked.echoed => {
-                tracked.echoed = probe;
+                tracked.echoed = probe.min(tracked.probed);
                 self.check_probes();
             }
             // A forward at or below the last one taken came late (or twice):
-            // taking it would reorder the follower's requests.
-            Message::Forward { seq, payload, .. } if tracked.stage == Stage::Synced && seq > tracked.forwarded => {
-                tracked.forwarded = seq;
-                self.outbox.push(Action::Forwarded { from, payload });
+            // taking it would reorder the follower's requests. Its echo holds
+            // either way: the follower sent it in this epoch.
+            Message::Forward { seq, payload, probe, .. } if tracked.stage == Stage::Synced => {
+                let echo = probe > tracked.echoed;
+                if echo {
+                    tracked.echoed = probe.min(tracked.probed);
+                }
+                if seq > tracked.forwarded {
+                    tracked.forwarded = seq;
+                    self.outbox.push(Action::Forwarded { from, payload });
+                }
+                if echo {
+                    self.check_probes();
+                }
             }
             _ => {}
         }
@@ -473,6 +538,7 @@ impl Peer {
                 position: None,
                 forwarded: 0,
                 echoed: 0,
+                probed: 0,
             },
         );
         if l.accepted_seq.is_none() {

@@ -213,6 +213,9 @@ pub enum Message {
         seq: u64,
         /// Opaque to Zab.
         payload: Bytes,
+        /// The highest leadership probe received from this leader: an echo,
+        /// as a PING(follower)'s (0 from a member that predates it).
+        probe: u64,
     },
     /// Application traffic from the leader to one follower, FIFO with its proposals.
     Reply {
@@ -220,6 +223,8 @@ pub enum Message {
         epoch: Epoch,
         /// Opaque to Zab.
         payload: Bytes,
+        /// A leadership probe for the follower to echo, as a PING's (0: none).
+        probe: u64,
     },
     /// The leader of `epoch` steps down to hand leadership to `to` (it holds
     /// everything the leader logged): look for a leader now, without waiting
@@ -277,6 +282,15 @@ impl Message {
             | Message::Forward { epoch, .. }
             | Message::Reply { epoch, .. }
             | Message::StepDown { epoch, .. } => Some(*epoch),
+        }
+    }
+
+    /// The leadership probe this message can carry (a leader's REPLY) or
+    /// echo (a follower's REQUEST), for [`super::Peer::end_turn`] to set.
+    pub(super) fn probe_mut(&mut self) -> Option<&mut u64> {
+        match self {
+            Message::Reply { probe, .. } | Message::Forward { probe, .. } => Some(probe),
+            _ => None,
         }
     }
 

@@ -462,8 +462,29 @@ impl Peer {
     /// as one storage append and one message per follower (batching).
     pub fn take_actions(&mut self) -> Vec<Action> {
         self.flush_batch();
-        self.flush_probe();
         std::mem::take(&mut self.outbox)
+    }
+
+    /// The end of the host's turn, once every input of the turn is handled
+    /// and before `sends` (this turn's messages, in order) leave: leadership
+    /// probes asked for in the turn and echoes of probes received in it ride
+    /// on those messages where they can, or go in PINGs of their own, which
+    /// [`Peer::take_actions`] then returns. A host that never calls it
+    /// still works, probes and echoes going out at its ticks.
+    pub fn end_turn(&mut self, sends: &mut [(ServerId, &mut Message)]) {
+        self.end_turn_probes(sends);
+        self.end_turn_echo(sends);
+    }
+
+    /// Whether [`Peer::end_turn`] has anything to do: a probe not yet sent
+    /// to every follower, or one received and not yet echoed. Lets a host
+    /// skip gathering its sends on most turns.
+    pub fn probes_due(&self) -> bool {
+        match &self.state {
+            State::Leading(l) => l.probe_due(),
+            State::Following(f) => f.echo_due(),
+            _ => false,
+        }
     }
 
     /// This replica's id.
@@ -613,7 +634,12 @@ impl Peer {
         let Some((leader, epoch)) = self.forwarding_to() else { return false };
         self.forwarded += 1;
         let seq = self.forwarded;
-        self.send(leader, Message::Forward { epoch, seq, payload });
+        // Every request echoes the newest probe received: it is sent after it.
+        let probe = self.follower().map_or(0, |f| {
+            f.echoed = f.probe;
+            f.probe
+        });
+        self.send(leader, Message::Forward { epoch, seq, payload, probe });
         true
     }
 
@@ -640,7 +666,8 @@ impl Peer {
         if !l.is_tracking(to) {
             return false;
         }
-        self.send(to, Message::Reply { epoch, payload });
+        // A probe is put on it at the end of the turn if one is asked for.
+        self.send(to, Message::Reply { epoch, payload, probe: 0 });
         true
     }
 

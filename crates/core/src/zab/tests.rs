@@ -84,11 +84,26 @@ impl Cluster {
 
     /// Executes a node's actions: storage at once, messages queued.
     fn drain(&mut self, id: ServerId) {
+        // Each drain is one turn of the node: its messages (queued from
+        // `start` on) leave only after its end, which may put probes on them.
+        let start = self.queue.len();
+        let mut turn_ended = false;
         loop {
             let node = self.nodes.get_mut(&id).unwrap();
             let actions = node.peer.take_actions();
             if actions.is_empty() {
-                return;
+                if turn_ended {
+                    return;
+                }
+                turn_ended = true;
+                let mut sends: Vec<(ServerId, &mut Message)> = self
+                    .queue
+                    .range_mut(start..)
+                    .filter(|(from, ..)| *from == id)
+                    .map(|(_, to, msg)| (*to, msg))
+                    .collect();
+                node.peer.end_turn(&mut sends);
+                continue;
             }
             let mut max_seq = 0;
             for action in actions {

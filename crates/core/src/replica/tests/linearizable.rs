@@ -185,6 +185,56 @@ fn reads_arriving_at_the_leader_in_one_turn_share_one_probe() {
     assert_eq!((counters.linearizable_reads, counters.read_index_rounds), (3, 1), "three reads, one probe");
 }
 
+/// The leader's probe for its own read rides on its answer to a follower's
+/// round in the same turn, and the follower's echo on its next round: the
+/// read is confirmed with no PING to or from that follower.
+#[test]
+fn a_leaders_read_is_confirmed_on_a_followers_rounds_with_no_ping_between_them() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (f1, f2) = followers_of(leader);
+    let on_leader = e.connect(leader).0;
+    let (first, second) = (e.connect(f1).0, e.connect(f1).0);
+    e.call(on_leader, create("/r", CreateMode::Persistent)).unwrap();
+    for link in [(leader, f1), (f1, leader), (leader, f2), (f2, leader)] {
+        e.hold_link(link.0, link.1);
+    }
+    let read_on_f1 = e.send_with(first, get("/r", false), true);
+    e.deliver();
+    assert_eq!(rounds_held(&e, f1, leader), 1);
+    // One turn of the leader: the follower's round, then a read of its own.
+    let at = e.held_msgs.iter().position(|(f, t, _)| (*f, *t) == (f1, leader)).unwrap();
+    let (_, _, round) = e.held_msgs.remove(at).unwrap();
+    e.xid += 1;
+    let read_on_leader = e.xid;
+    let node = &mut e.nodes.get_mut(&leader).unwrap().replica;
+    node.handle(Input::Peer { from: f1, msg: round });
+    let op = get("/r", false);
+    node.handle(Input::Request { conn: on_leader, xid: read_on_leader, echo: Echo::default(), op, linearizable: true });
+    e.drain(leader);
+    e.deliver();
+    let to_f1: Vec<&Message> = e.held_msgs.iter().filter(|(f, t, _)| (*f, *t) == (leader, f1)).map(|m| &m.2).collect();
+    let [Message::Reply { probe, .. }] = to_f1[..] else { panic!("one REPLY to {f1} and nothing else: {to_f1:?}") };
+    let probe = *probe;
+    assert!(probe > 0, "the turn's probe rides on the answer to the round");
+    // A second read on the follower waits for the next round, which carries the echo.
+    let read_after = e.send_with(second, get("/r", false), true);
+    e.release_link(leader, f1);
+    e.hold_link(leader, f1);
+    assert!(reply_to(&e.take(first), read_on_f1).is_some_and(|r| r.is_ok()));
+    let from_f1: Vec<&Message> =
+        e.held_msgs.iter().filter(|(f, t, _)| (*f, *t) == (f1, leader)).map(|m| &m.2).collect();
+    let [Message::Forward { probe: echo, .. }] = from_f1[..] else { panic!("one REQUEST to the leader: {from_f1:?}") };
+    assert_eq!(*echo, probe, "the next round echoes the probe");
+    assert!(reply_to(&e.take(on_leader), read_on_leader).is_none(), "not confirmed before the echo arrives");
+    e.release_link(f1, leader);
+    e.release_link(leader, f1);
+    assert!(reply_to(&e.take(on_leader), read_on_leader).is_some_and(|r| r.is_ok()), "confirmed by the echo");
+    assert!(reply_to(&e.take(second), read_after).is_some_and(|r| r.is_ok()));
+    e.release_link(leader, f2);
+    e.release_link(f2, leader);
+}
+
 /// The probes the leader sent that are held on its links.
 fn probes_held(e: &Ensemble, leader: ServerId) -> BTreeSet<u64> {
     e.held_msgs
