@@ -385,7 +385,10 @@ impl Peer {
     /// [`Peer::take_actions`] share one PING. None unless this peer is an established leader.
     pub fn confirm_leadership(&mut self) -> Option<u64> {
         let l = self.leader().filter(|l| l.is_established())?;
-        if l.probe_wanted == l.probe_sent {
+        // A question must wait for a probe sent after it arrived, and one not
+        // yet confirmed: a leader that is a quorum alone confirms its probes
+        // as it asks, and sends them to no one.
+        if l.probe_wanted == l.probe_sent || l.probe_wanted <= l.probe_confirmed {
             l.probe_wanted += 1;
         }
         let probe = l.probe_wanted;

@@ -25,6 +25,16 @@ fn a_lone_member_confirms_its_leadership_at_once() {
     let mut c = Cluster::new(1);
     let probe = c.probe(1).expect("the leader probes");
     assert_eq!(c.nodes[&1].confirmed, probe);
+    // And every probe after it, in later turns or the same one: each is
+    // confirmed once, so a question asked after a confirmation gets its own.
+    let next = c.probe(1).expect("the leader probes again");
+    assert!(next > probe, "a probe already confirmed is not handed out again");
+    assert_eq!(c.nodes[&1].confirmed, next);
+    let node = c.nodes.get_mut(&1).unwrap();
+    let (a, b) = (node.peer.confirm_leadership().unwrap(), node.peer.confirm_leadership().unwrap());
+    c.drain(1);
+    assert!(a > next && b > a);
+    assert_eq!(c.nodes[&1].confirmed, b);
 }
 
 #[test]
