@@ -323,6 +323,9 @@ mod tests {
                 configuration: Some(Configuration::initial(Membership::of_ids(&[1, 2], &[]))),
             },
             Message::Commit { epoch: 4, zxid: Zxid::new(4, 7) },
+            Message::Ping { epoch: 4, committed: Zxid::new(4, 7), probe: 9 },
+            Message::Reply { epoch: 4, payload: Bytes::from_static(b"done"), probe: 9 },
+            Message::Reply { epoch: 4, payload: Bytes::from_static(b"done"), probe: 0 },
             Message::StepDown { epoch: 4, to: 2 },
         ] {
             assert_eq!(round_trip_leader(msg.clone()), msg);
