@@ -25,9 +25,9 @@
 //! accepted a later epoch never answers this one), so its log holds every
 //! committed write. ZooKeeper answers a sync without this (ZOOKEEPER-1675).
 //!
-//! A probe needs no PING of its own when the leader sends the follower
-//! anything else at the end of the turn that asked for it: it rides on that
-//! turn's REPLY, which leaves after the question arrived, and the follower's
+//! A probe needs no PING of its own when the leader sends the follower a
+//! REPLY (application traffic) in the turn that asked for it: it rides on
+//! that REPLY, which leaves after the question arrived, and the follower's
 //! echo rides on the next REQUEST it sends in its own turn. A follower gets
 //! a PING for a new probe only when no REPLY carries it and it owes no echo
 //! of an earlier one (its echo comes first, and the next turn's messages
