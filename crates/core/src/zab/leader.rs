@@ -76,6 +76,13 @@ struct Tracked {
     probed: u64,
 }
 
+impl Tracked {
+    /// Whether it receives proposals: being synced, or synced.
+    fn gets_proposals(&self) -> bool {
+        matches!(self.stage, Stage::Syncing | Stage::Synced)
+    }
+}
+
 /// The state of a leading replica.
 pub(super) struct Leader {
     /// The new epoch (0 until discovery picks it).
@@ -173,19 +180,21 @@ impl Leader {
 
     /// Followers that receive proposals: those being synced and those synced.
     pub(super) fn broadcast_targets(&self) -> Vec<ServerId> {
-        self.followers
-            .iter()
-            .filter(|(_, t)| matches!(t.stage, Stage::Syncing | Stage::Synced))
-            .map(|(id, _)| *id)
-            .collect()
+        self.followers.iter().filter(|(_, t)| t.gets_proposals()).map(|(id, _)| *id).collect()
     }
 
     /// Whether a follower that gets our proposals has not been sent the
     /// newest probe asked for.
     pub(super) fn probe_due(&self) -> bool {
-        self.followers
-            .values()
-            .any(|t| matches!(t.stage, Stage::Syncing | Stage::Synced) && t.probed < self.probe_wanted)
+        self.followers.values().any(|t| t.gets_proposals() && t.probed < self.probe_wanted)
+    }
+
+    /// Records that `probe` went to follower `to`, in a PING or on a REPLY.
+    fn probe_sent_to(&mut self, to: ServerId, probe: u64) {
+        if let Some(t) = self.followers.get_mut(&to) {
+            t.probed = t.probed.max(probe);
+        }
+        self.probe_sent = self.probe_sent.max(probe);
     }
 
     pub(super) fn drop_follower(&mut self, id: ServerId) {
@@ -369,11 +378,8 @@ impl Peer {
         let probe = l.probe_wanted;
         let targets = l.broadcast_targets();
         for &to in &targets {
-            if let Some(t) = l.followers.get_mut(&to) {
-                t.probed = t.probed.max(probe);
-            }
+            l.probe_sent_to(to, probe);
         }
-        l.probe_sent = l.probe_sent.max(probe);
         for to in targets {
             self.send(to, Message::Ping { epoch, committed, probe });
         }
@@ -424,24 +430,22 @@ impl Peer {
         let Some(l) = self.leader().filter(|l| l.probe_due()) else { return };
         let (epoch, wanted) = (l.epoch, l.probe_wanted);
         for (to, msg) in sends.iter_mut().rev() {
-            let Some(t) = l.followers.get_mut(to).filter(|t| t.probed < wanted) else { continue };
-            if msg.epoch() != Some(epoch) {
+            if l.followers.get(to).is_none_or(|t| t.probed >= wanted) || msg.epoch() != Some(epoch) {
                 continue;
             }
             if let Some(probe) = msg.probe_mut() {
                 *probe = wanted;
-                t.probed = wanted;
-                l.probe_sent = wanted;
+                l.probe_sent_to(*to, wanted);
             }
         }
-        let mut pings = Vec::new();
-        for to in l.broadcast_targets() {
-            let Some(t) = l.followers.get_mut(&to) else { continue };
-            if t.probed < wanted && t.echoed >= t.probed {
-                t.probed = wanted;
-                l.probe_sent = wanted;
-                pings.push(to);
-            }
+        let pings: Vec<ServerId> = l
+            .followers
+            .iter()
+            .filter(|(_, t)| t.gets_proposals() && t.probed < wanted && t.echoed >= t.probed)
+            .map(|(id, _)| *id)
+            .collect();
+        for &to in &pings {
+            l.probe_sent_to(to, wanted);
         }
         for to in pings {
             self.send(to, Message::Ping { epoch, committed, probe: wanted });
