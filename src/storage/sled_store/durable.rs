@@ -19,6 +19,7 @@
 //! checksum, as if the log ended there. [`check_blobs`] runs sled's own
 //! check first, so a torn blob is an error that names the file.
 
+use super::blob_watch::BlobWatch;
 use crate::storage::StorageError;
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -57,46 +58,86 @@ pub(crate) struct NewBlobs {
     dir: PathBuf,
     /// Blob files already synced (and still present at the last look).
     synced: HashSet<OsString>,
+    /// Tells which blob files were written since the last look, so that a
+    /// flush need not list the directory. `None` where none could be set, or
+    /// after it ended: then every look lists the directory.
+    watch: Option<BlobWatch>,
+    /// The next look lists the directory: nothing was looked at since the
+    /// watch began, or the watch lost events.
+    relist: bool,
 }
 
 impl NewBlobs {
     /// The blob files of the sled database in `db_dir`, none synced yet.
     pub(crate) fn new(db_dir: &Path) -> NewBlobs {
-        NewBlobs { dir: db_dir.join(BLOB_DIR), synced: HashSet::new() }
+        let dir = db_dir.join(BLOB_DIR);
+        let watch = watch(&dir);
+        NewBlobs { dir, synced: HashSet::new(), watch, relist: true }
     }
 
-    /// Syncs the blob files not synced before, then their directory. The
-    /// directory is listed on every call: a blob can appear whenever a value
-    /// or a page grows past sled's inline limit, and a directory's mtime is
-    /// too coarse to tell one created in the same clock tick.
-    /// Returns the highest blob (sled names a blob by the log sequence
-    /// number of its record) it synced now, if any.
+    /// Syncs the blob files not synced before, then their directory, if any.
+    /// The watch tells which were written since the last look; the directory
+    /// is listed instead at the first look, without a watch, and after the
+    /// watch lost events. Returns the highest blob (sled names a blob by the
+    /// log sequence number of its record) it synced now, if any.
     pub(crate) fn sync_new(&mut self) -> io::Result<Option<u64>> {
-        let listing = blob_names(&self.dir)?;
-        let mut any_new = false;
-        let mut highest = None;
-        let mut vanished = Vec::new();
-        for name in listing.iter().filter(|name| !self.synced.contains(*name)) {
-            match File::open(self.dir.join(name)) {
-                Ok(blob) => blob.sync_all()?,
-                // Removed by sled since the listing: nothing to keep.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    vanished.push(name.clone());
-                    continue;
+        let mut relist = std::mem::take(&mut self.relist) || self.watch.is_none();
+        let mut written = HashSet::new();
+        if let Some(watch) = self.watch.as_mut() {
+            match watch.changes() {
+                Ok(changes) => {
+                    relist |= changes.lost;
+                    if changes.ended {
+                        tracing::warn!(dir = %self.dir.display(), "the blob directory's watch ended; listing it on every flush");
+                        self.watch = None;
+                    }
+                    for name in &changes.removed {
+                        self.synced.remove(name);
+                    }
+                    written = changes.written;
                 }
+                Err(e) => {
+                    tracing::warn!(dir = %self.dir.display(), error = %e, "reading the blob directory's watch failed; listing it on every flush");
+                    self.watch = None;
+                    relist = true;
+                }
+            }
+        }
+        if relist {
+            let listing = blob_names(&self.dir)?;
+            self.synced.retain(|name| listing.contains(name));
+            written = listing;
+        }
+        let mut highest = None;
+        let mut any_new = false;
+        written.retain(|name| !self.synced.contains(name));
+        for name in written {
+            match File::open(self.dir.join(&name)) {
+                Ok(blob) => blob.sync_all()?,
+                // Removed by sled since it was seen: nothing to keep.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             }
             any_new = true;
-            highest = highest.max(lsn_of(name));
-        }
-        self.synced = listing;
-        for name in &vanished {
-            self.synced.remove(name);
+            highest = highest.max(lsn_of(&name));
+            self.synced.insert(name);
         }
         if any_new {
             sync_dir(&self.dir)?;
         }
         Ok(highest)
+    }
+}
+
+/// A watch on the blob directory `dir`, or `None` (with a warning) where
+/// none can be set: the directory is then listed on every flush.
+fn watch(dir: &Path) -> Option<BlobWatch> {
+    match BlobWatch::new(dir) {
+        Ok(watch) => Some(watch),
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "no watch on the blob directory; listing it on every flush");
+            None
+        }
     }
 }
 
@@ -116,6 +157,8 @@ impl Durable {
     /// errors only since Linux 5.8.
     pub(crate) fn open(dir: &Path) -> io::Result<Durable> {
         let data = File::open(dir.join(DATA_FILE))?;
+        // Watched before the listing, so a blob written meanwhile is told.
+        let watch = watch(&dir.join(BLOB_DIR));
         // Listed before the sync, so each name counted synced is covered by it.
         let present = blob_names(&dir.join(BLOB_DIR))?;
         sync_everything(dir, &data, &present)?;
@@ -126,7 +169,7 @@ impl Durable {
                 write_mark(dir, highest)?;
             }
         }
-        let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present };
+        let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present, relist: watch.is_none(), watch };
         Ok(Durable { dir: dir.to_path_buf(), data, blobs: Mutex::new(blobs) })
     }
 
@@ -144,8 +187,9 @@ impl Durable {
     /// Makes everything sled has flushed durable: call after each sled
     /// flush. Its blobs were synced before it: only the storage thread
     /// appends, and it waits in this flush, so a blob another thread writes
-    /// meanwhile belongs to no write this flush acknowledges, and the next
-    /// flush syncs it before the one that does.
+    /// meanwhile belongs to no write this flush acknowledges, and a flush
+    /// after its close syncs it before the one that does. (A listing, where
+    /// there is no watch, cannot tell a blob still open for writing.)
     pub(crate) fn after_flush(&self) -> io::Result<()> {
         self.data.sync_data()
     }
@@ -407,6 +451,79 @@ mod tests {
         std::fs::write(blobs.join("13"), b"written since").expect("a new blob");
         durable.before_flush().expect("sync");
         assert_eq!(durable.synced_blob_count(), 4);
+    }
+
+    /// Blob files in `dir`'s blob directory: each written whole is synced by
+    /// the next look, once; one still open for writing waits for the look
+    /// after its close; a removed one is forgotten.
+    fn looks_sync_each_closed_blob_once(dir: &Path, blobs: &mut NewBlobs) {
+        let blob_dir = dir.join(BLOB_DIR);
+        std::fs::write(blob_dir.join("17"), b"a large value").expect("a blob");
+        assert_eq!(blobs.sync_new().expect("look"), Some(17));
+        assert_eq!(blobs.sync_new().expect("look"), None, "synced once");
+        let mut open = File::create(blob_dir.join("42")).expect("a blob being written");
+        std::io::Write::write_all(&mut open, b"half of it").expect("write");
+        std::fs::write(blob_dir.join("23"), b"whole").expect("a blob");
+        let first = blobs.sync_new().expect("look");
+        drop(open);
+        let second = blobs.sync_new().expect("look");
+        std::fs::remove_file(blob_dir.join("17")).expect("remove a blob");
+        assert_eq!(blobs.sync_new().expect("look"), None);
+        assert_eq!(blobs.synced.len(), 2, "a removed blob is forgotten: {:?}", blobs.synced);
+        if blobs.watch.is_some() {
+            assert_eq!((first, second), (Some(23), Some(42)), "the watch waits for the close");
+        } else {
+            // A listing cannot tell an open file: it syncs what is there.
+            assert_eq!((first, second), (Some(42), None));
+        }
+    }
+
+    #[test]
+    fn a_watched_blob_directory_syncs_each_blob_once_after_its_close() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir(dir.path().join(BLOB_DIR)).expect("the blob directory");
+        let mut blobs = NewBlobs::new(dir.path());
+        assert!(blobs.watch.is_some(), "Linux watches the directory");
+        assert_eq!(blobs.sync_new().expect("the first look lists"), None);
+        looks_sync_each_closed_blob_once(dir.path(), &mut blobs);
+    }
+
+    #[test]
+    fn without_a_watch_every_look_lists_the_blob_directory() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir(dir.path().join(BLOB_DIR)).expect("the blob directory");
+        let mut blobs = NewBlobs { watch: None, ..NewBlobs::new(dir.path()) };
+        looks_sync_each_closed_blob_once(dir.path(), &mut blobs);
+    }
+
+    #[test]
+    fn a_blob_written_before_the_first_look_is_synced_by_it() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        std::fs::write(blob_dir.join("5"), b"before the watch").expect("a blob");
+        let mut blobs = NewBlobs::new(dir.path());
+        std::fs::write(blob_dir.join("9"), b"after it").expect("a blob");
+        assert_eq!(blobs.sync_new().expect("look"), Some(9));
+        assert_eq!(blobs.synced.len(), 2);
+        assert_eq!(blobs.sync_new().expect("look"), None, "the watch told of 9 again, already synced");
+    }
+
+    #[test]
+    fn a_watch_that_ends_leaves_every_later_look_to_a_listing() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let mut blobs = NewBlobs::new(dir.path());
+        assert_eq!(blobs.sync_new().expect("look"), None);
+        // The watched directory replaced: its watch ends, with events unseen.
+        std::fs::remove_dir(&blob_dir).expect("remove it");
+        std::fs::create_dir(&blob_dir).expect("a new one");
+        std::fs::write(blob_dir.join("3"), b"in the new directory").expect("a blob");
+        assert_eq!(blobs.sync_new().expect("look"), Some(3), "a listing finds it");
+        assert!(blobs.watch.is_none());
+        std::fs::write(blob_dir.join("4"), b"later").expect("a blob");
+        assert_eq!(blobs.sync_new().expect("look"), Some(4));
     }
 
     /// A blob file as sled 0.34 writes one.

@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use zabkeeper_core::storage::recovery::{self, Source};
 
+mod blob_watch;
 #[cfg(test)]
 mod bounded;
 #[cfg(test)]
@@ -251,7 +252,6 @@ impl SledStorage {
         })
     }
 
-    /// Flushes the log's database and makes what it wrote durable.
     /// Flushes the log's database and makes what it wrote durable: the
     /// blobs written since the last flush first, then the large runs they
     /// hold are listed, then sled's flush and the data file's sync.
