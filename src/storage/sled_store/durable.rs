@@ -8,8 +8,8 @@
 //! crash. So every flush of ours is wrapped: [`Durable::before_flush`]
 //! syncs the blob files written since the last flush (sled writes a blob
 //! when it serializes the value, before the flush that writes the record
-//! pointing at it), and [`Durable::after_flush`] fdatasyncs the database
-//! file. An acknowledged write is
+//! pointing at it), and [`Durable::after_flush`] syncs those sled's other
+//! threads wrote during the flush, then fdatasyncs the database file. An acknowledged write is
 //! then on disk the way ZooKeeper's is after its `FileChannel.force`, and a
 //! record that a flush made durable never points at a blob a power cut can
 //! take back.
@@ -19,7 +19,7 @@
 //! checksum, as if the log ended there. [`check_blobs`] runs sled's own
 //! check first, so a torn blob is an error that names the file.
 
-use super::blob_watch::BlobWatch;
+use super::blob_watch::{BlobWatch, Changes};
 use crate::storage::StorageError;
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -47,8 +47,18 @@ pub(crate) struct Durable {
     /// sled's data file. fsync acts on the file, not the descriptor, so a
     /// descriptor of our own, read-only, syncs what sled's wrote.
     data: File,
+    /// Its blob files, which of them are synced, and the synced mark.
+    blobs: Mutex<Synced>,
+}
+
+/// What the flushes of one database synced.
+#[derive(Debug)]
+struct Synced {
     /// Its blob files, and which of them are synced.
-    blobs: Mutex<NewBlobs>,
+    blobs: NewBlobs,
+    /// The synced mark as written: it only moves up, so a blob synced late
+    /// (one with a lower number, closed after a higher one) never lowers it.
+    mark: Option<u64>,
 }
 
 /// The blob files of one sled database, and which of them are synced.
@@ -75,47 +85,57 @@ impl NewBlobs {
         NewBlobs { dir, synced: HashSet::new(), watch, relist: true }
     }
 
-    /// Syncs the blob files not synced before, then their directory, if any.
-    /// The watch tells which were written since the last look; the directory
-    /// is listed instead at the first look, without a watch, and after the
-    /// watch lost events. Returns the highest blob (sled names a blob by the
-    /// log sequence number of its record) it synced now, if any.
+    /// Syncs the blob files written since the last look, then their
+    /// directory, if any. The watch tells which were closed after writing
+    /// since the last look; the directory is listed instead at the first
+    /// look, without a watch, and after the watch lost events. Returns the
+    /// highest blob (sled names a blob by the log sequence number of its
+    /// record) it synced now, if any.
     pub(crate) fn sync_new(&mut self) -> io::Result<Option<u64>> {
-        let mut relist = std::mem::take(&mut self.relist) || self.watch.is_none();
+        let seen = self.watch.as_mut().map(BlobWatch::changes);
+        self.sync_seen(seen)
+    }
+
+    /// [`sync_new`](Self::sync_new) with what the watch saw (`None`: no watch).
+    fn sync_seen(&mut self, seen: Option<io::Result<Changes>>) -> io::Result<Option<u64>> {
+        let mut relist = std::mem::take(&mut self.relist) || seen.is_none();
         let mut written = HashSet::new();
-        if let Some(watch) = self.watch.as_mut() {
-            match watch.changes() {
-                Ok(changes) => {
-                    relist |= changes.lost;
-                    if changes.ended {
-                        tracing::warn!(dir = %self.dir.display(), "the blob directory's watch ended; listing it on every flush");
-                        self.watch = None;
-                    }
-                    for name in &changes.removed {
-                        self.synced.remove(name);
-                    }
-                    written = changes.written;
-                }
-                Err(e) => {
-                    tracing::warn!(dir = %self.dir.display(), error = %e, "reading the blob directory's watch failed; listing it on every flush");
+        match seen {
+            None => {}
+            Some(Ok(changes)) => {
+                relist |= changes.lost;
+                if changes.ended {
+                    tracing::warn!(dir = %self.dir.display(), "the blob directory's watch ended; listing it on every flush");
                     self.watch = None;
-                    relist = true;
                 }
+                for name in &changes.removed {
+                    self.synced.remove(name);
+                }
+                // Every one, synced before or not: a file closed after a
+                // listing synced it may have been written since.
+                written = changes.written;
+            }
+            Some(Err(e)) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "reading the blob directory's watch failed; listing it on every flush");
+                self.watch = None;
+                relist = true;
             }
         }
         if relist {
             let listing = blob_names(&self.dir)?;
             self.synced.retain(|name| listing.contains(name));
-            written = listing;
+            written.extend(listing.into_iter().filter(|name| !self.synced.contains(name)));
         }
         let mut highest = None;
         let mut any_new = false;
-        written.retain(|name| !self.synced.contains(name));
         for name in written {
             match File::open(self.dir.join(&name)) {
                 Ok(blob) => blob.sync_all()?,
                 // Removed by sled since it was seen: nothing to keep.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    self.synced.remove(&name);
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
             any_new = true;
@@ -164,40 +184,54 @@ impl Durable {
         sync_everything(dir, &data, &present)?;
         data.sync_all()?;
         // Every blob present is durable now: the mark covers them all.
+        let mut mark = read_mark(dir)?;
         if let Some(highest) = present.iter().filter_map(lsn_of).max() {
-            if read_mark(dir)?.is_none_or(|mark| mark < highest) {
+            if mark.is_none_or(|mark| mark < highest) {
                 write_mark(dir, highest)?;
+                mark = Some(highest);
             }
         }
         let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present, relist: watch.is_none(), watch };
-        Ok(Durable { dir: dir.to_path_buf(), data, blobs: Mutex::new(blobs) })
+        Ok(Durable { dir: dir.to_path_buf(), data, blobs: Mutex::new(Synced { blobs, mark }) })
     }
 
     /// Makes the blob files written since the last flush durable, then
     /// moves the synced mark past them: call before each sled flush, so the
     /// records it writes point at blobs already on disk.
     pub(crate) fn before_flush(&self) -> io::Result<()> {
-        let synced = self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sync_new()?;
-        match synced {
-            Some(highest) => write_mark(&self.dir, highest),
-            None => Ok(()),
-        }
+        self.sync_blobs()
     }
 
     /// Makes everything sled has flushed durable: call after each sled
-    /// flush. Its blobs were synced before it: only the storage thread
-    /// appends, and it waits in this flush, so a blob another thread writes
-    /// meanwhile belongs to no write this flush acknowledges, and a flush
-    /// after its close syncs it before the one that does. (A listing, where
-    /// there is no watch, cannot tell a blob still open for writing.)
+    /// flush. The storage thread's blobs were synced before it (it appends,
+    /// and waits in the flush). Another thread's (sled's readers finish
+    /// splits and merges, and rewrite pages) may have been written while it
+    /// ran, for a record it flushed: sled's flush waits for every record it
+    /// writes to be whole, and a record's blob is closed before that, so one
+    /// more look finds them. Then the data file's fdatasync.
     pub(crate) fn after_flush(&self) -> io::Result<()> {
+        self.sync_blobs()?;
         self.data.sync_data()
+    }
+
+    /// Syncs the blob files written since the last look, and moves the
+    /// synced mark up past them.
+    fn sync_blobs(&self) -> io::Result<()> {
+        let mut synced = self.blobs.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match synced.blobs.sync_new()? {
+            Some(highest) if synced.mark.is_none_or(|mark| mark < highest) => {
+                write_mark(&self.dir, highest)?;
+                synced.mark = Some(highest);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// How many blob files are known synced (for tests).
     #[cfg(test)]
     pub(crate) fn synced_blob_count(&self) -> usize {
-        self.blobs.lock().map_or(0, |b| b.synced.len())
+        self.blobs.lock().map_or(0, |b| b.blobs.synced.len())
     }
 }
 
@@ -506,7 +540,86 @@ mod tests {
         std::fs::write(blob_dir.join("9"), b"after it").expect("a blob");
         assert_eq!(blobs.sync_new().expect("look"), Some(9));
         assert_eq!(blobs.synced.len(), 2);
-        assert_eq!(blobs.sync_new().expect("look"), None, "the watch told of 9 again, already synced");
+        assert_eq!(blobs.sync_new().expect("look"), None, "the listing's look took in the watch's event too");
+    }
+
+    #[test]
+    fn a_blob_listed_while_still_open_is_synced_again_once_closed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let mut blobs = NewBlobs::new(dir.path());
+        let mut open = File::create(blob_dir.join("11")).expect("a blob being written");
+        std::io::Write::write_all(&mut open, b"the first half").expect("write");
+        assert_eq!(blobs.sync_new().expect("the first look lists"), Some(11), "synced as far as written");
+        std::io::Write::write_all(&mut open, b", the second").expect("write");
+        drop(open);
+        assert_eq!(blobs.sync_new().expect("look"), Some(11), "its close makes the next look sync it again");
+        assert_eq!(blobs.sync_new().expect("look"), None);
+    }
+
+    #[test]
+    fn a_removed_name_written_again_is_synced_again() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let mut blobs = NewBlobs::new(dir.path());
+        assert_eq!(blobs.sync_new().expect("look"), None);
+        std::fs::write(blob_dir.join("8"), b"first").expect("a blob");
+        assert_eq!(blobs.sync_new().expect("look"), Some(8));
+        std::fs::remove_file(blob_dir.join("8")).expect("remove");
+        std::fs::write(blob_dir.join("8"), b"second").expect("the same name again");
+        assert_eq!(blobs.sync_new().expect("look"), Some(8));
+    }
+
+    #[test]
+    fn lost_events_make_the_look_list_the_directory() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let mut blobs = NewBlobs::new(dir.path());
+        assert_eq!(blobs.sync_new().expect("look"), None);
+        std::fs::write(blob_dir.join("6"), b"told").expect("a blob");
+        std::fs::write(blob_dir.join("3"), b"its event dropped").expect("a blob");
+        // What a watch whose queue overflowed tells: some names, and that it lost others.
+        let seen = Changes { written: ["6".into()].into(), lost: true, ..Changes::default() };
+        assert_eq!(blobs.sync_seen(Some(Ok(seen))).expect("look"), Some(6));
+        assert_eq!(blobs.synced.len(), 2, "the listing found 3 too: {:?}", blobs.synced);
+        assert!(blobs.watch.is_some(), "an overflow keeps the watch");
+        let seen = Changes { written: ["6".into()].into(), ..Changes::default() };
+        assert_eq!(blobs.sync_seen(Some(Ok(seen))).expect("look"), Some(6), "told again: synced again");
+        assert!(!blobs.relist, "one listing per loss");
+    }
+
+    #[test]
+    fn a_blob_closed_during_sled_s_flush_is_synced_before_the_data_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
+        let durable = Durable::open(dir.path()).expect("open");
+        durable.before_flush().expect("before");
+        // Written by another thread while sled's flush ran.
+        std::fs::write(blob_dir.join("21"), b"a rewritten page").expect("a blob");
+        durable.after_flush().expect("after");
+        assert_eq!(durable.synced_blob_count(), 1);
+        assert_eq!(read_mark(dir.path()).expect("the mark"), Some(21));
+    }
+
+    #[test]
+    fn the_synced_mark_never_moves_down() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
+        let durable = Durable::open(dir.path()).expect("open");
+        std::fs::write(blob_dir.join("100"), b"a higher blob").expect("a blob");
+        durable.before_flush().expect("sync");
+        assert_eq!(read_mark(dir.path()).expect("the mark"), Some(100));
+        std::fs::write(blob_dir.join("90"), b"a lower one, closed later").expect("a blob");
+        durable.before_flush().expect("sync");
+        assert_eq!(durable.synced_blob_count(), 2);
+        assert_eq!(read_mark(dir.path()).expect("the mark"), Some(100));
     }
 
     #[test]

@@ -254,7 +254,8 @@ impl SledStorage {
 
     /// Flushes the log's database and makes what it wrote durable: the
     /// blobs written since the last flush first, then the large runs they
-    /// hold are listed, then sled's flush and the data file's sync.
+    /// hold are listed, then sled's flush, the blobs other threads wrote
+    /// meanwhile, and the data file's sync.
     fn flush_durably(&self, during: &'static str) -> Result<(), StorageError> {
         self.durable.before_flush().map_err(fs_io(during))?;
         let pending = std::mem::take(&mut *self.large_pending.lock().unwrap_or_else(PoisonError::into_inner));
