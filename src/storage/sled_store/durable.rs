@@ -487,6 +487,20 @@ mod tests {
         assert_eq!(durable.synced_blob_count(), 4);
     }
 
+    /// A temporary database directory with sled's blob directory in it.
+    fn with_blob_dir() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let blob_dir = dir.path().join(BLOB_DIR);
+        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        (dir, blob_dir)
+    }
+
+    /// The durable half of a database in `dir` whose data file is written.
+    fn opened(dir: &Path) -> Durable {
+        std::fs::write(dir.join(DATA_FILE), b"pages").expect("a data file");
+        Durable::open(dir).expect("open")
+    }
+
     /// Blob files in `dir`'s blob directory: each written whole is synced by
     /// the next look, once; one still open for writing waits for the look
     /// after its close; a removed one is forgotten.
@@ -514,8 +528,7 @@ mod tests {
 
     #[test]
     fn a_watched_blob_directory_syncs_each_blob_once_after_its_close() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::create_dir(dir.path().join(BLOB_DIR)).expect("the blob directory");
+        let (dir, _) = with_blob_dir();
         let mut blobs = NewBlobs::new(dir.path());
         assert!(blobs.watch.is_some(), "Linux watches the directory");
         assert_eq!(blobs.sync_new().expect("the first look lists"), None);
@@ -524,17 +537,14 @@ mod tests {
 
     #[test]
     fn without_a_watch_every_look_lists_the_blob_directory() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::create_dir(dir.path().join(BLOB_DIR)).expect("the blob directory");
+        let (dir, _) = with_blob_dir();
         let mut blobs = NewBlobs { watch: None, ..NewBlobs::new(dir.path()) };
         looks_sync_each_closed_blob_once(dir.path(), &mut blobs);
     }
 
     #[test]
     fn a_blob_written_before_the_first_look_is_synced_by_it() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let (dir, blob_dir) = with_blob_dir();
         std::fs::write(blob_dir.join("5"), b"before the watch").expect("a blob");
         let mut blobs = NewBlobs::new(dir.path());
         std::fs::write(blob_dir.join("9"), b"after it").expect("a blob");
@@ -545,9 +555,7 @@ mod tests {
 
     #[test]
     fn a_blob_listed_while_still_open_is_synced_again_once_closed() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let (dir, blob_dir) = with_blob_dir();
         let mut blobs = NewBlobs::new(dir.path());
         let mut open = File::create(blob_dir.join("11")).expect("a blob being written");
         std::io::Write::write_all(&mut open, b"the first half").expect("write");
@@ -560,9 +568,7 @@ mod tests {
 
     #[test]
     fn a_removed_name_written_again_is_synced_again() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let (dir, blob_dir) = with_blob_dir();
         let mut blobs = NewBlobs::new(dir.path());
         assert_eq!(blobs.sync_new().expect("look"), None);
         std::fs::write(blob_dir.join("8"), b"first").expect("a blob");
@@ -574,9 +580,7 @@ mod tests {
 
     #[test]
     fn lost_events_make_the_look_list_the_directory() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let (dir, blob_dir) = with_blob_dir();
         let mut blobs = NewBlobs::new(dir.path());
         assert_eq!(blobs.sync_new().expect("look"), None);
         std::fs::write(blob_dir.join("6"), b"told").expect("a blob");
@@ -593,11 +597,8 @@ mod tests {
 
     #[test]
     fn a_blob_closed_during_sled_s_flush_is_synced_before_the_data_file() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
-        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
-        let durable = Durable::open(dir.path()).expect("open");
+        let (dir, blob_dir) = with_blob_dir();
+        let durable = opened(dir.path());
         durable.before_flush().expect("before");
         // Written by another thread while sled's flush ran.
         std::fs::write(blob_dir.join("21"), b"a rewritten page").expect("a blob");
@@ -608,11 +609,8 @@ mod tests {
 
     #[test]
     fn the_synced_mark_never_moves_down() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
-        std::fs::write(dir.path().join(DATA_FILE), b"pages").expect("a data file");
-        let durable = Durable::open(dir.path()).expect("open");
+        let (dir, blob_dir) = with_blob_dir();
+        let durable = opened(dir.path());
         std::fs::write(blob_dir.join("100"), b"a higher blob").expect("a blob");
         durable.before_flush().expect("sync");
         assert_eq!(read_mark(dir.path()).expect("the mark"), Some(100));
@@ -624,9 +622,7 @@ mod tests {
 
     #[test]
     fn a_watch_that_ends_leaves_every_later_look_to_a_listing() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let blob_dir = dir.path().join(BLOB_DIR);
-        std::fs::create_dir(&blob_dir).expect("the blob directory");
+        let (dir, blob_dir) = with_blob_dir();
         let mut blobs = NewBlobs::new(dir.path());
         assert_eq!(blobs.sync_new().expect("look"), None);
         // The watched directory replaced: its watch ends, with events unseen.
