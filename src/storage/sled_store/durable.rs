@@ -85,6 +85,13 @@ impl NewBlobs {
         NewBlobs { dir, synced: HashSet::new(), watch, relist: true }
     }
 
+    /// The blob files of the directory `dir`, `watch`ed since before it was
+    /// listed as `synced` (all durable): the next look needs no listing
+    /// unless there is no watch.
+    fn listed(dir: PathBuf, watch: Option<BlobWatch>, synced: HashSet<OsString>) -> NewBlobs {
+        NewBlobs { dir, synced, relist: watch.is_none(), watch }
+    }
+
     /// Syncs the blob files written since the last look, then their
     /// directory, if any. The watch tells which were closed after writing
     /// since the last look; the directory is listed instead at the first
@@ -177,10 +184,11 @@ impl Durable {
     /// errors only since Linux 5.8.
     pub(crate) fn open(dir: &Path) -> io::Result<Durable> {
         let data = File::open(dir.join(DATA_FILE))?;
+        let blob_dir = dir.join(BLOB_DIR);
         // Watched before the listing, so a blob written meanwhile is told.
-        let watch = watch(&dir.join(BLOB_DIR));
+        let watch = watch(&blob_dir);
         // Listed before the sync, so each name counted synced is covered by it.
-        let present = blob_names(&dir.join(BLOB_DIR))?;
+        let present = blob_names(&blob_dir)?;
         sync_everything(dir, &data, &present)?;
         data.sync_all()?;
         // Every blob present is durable now: the mark covers them all.
@@ -191,7 +199,7 @@ impl Durable {
                 mark = Some(highest);
             }
         }
-        let blobs = NewBlobs { dir: dir.join(BLOB_DIR), synced: present, relist: watch.is_none(), watch };
+        let blobs = NewBlobs::listed(blob_dir, watch, present);
         Ok(Durable { dir: dir.to_path_buf(), data, blobs: Mutex::new(Synced { blobs, mark }) })
     }
 
