@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-ui test-soak-disk soak-disk network-tools openssl-package chromium-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling fuzz doc docs clean
+.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-ui test-soak-disk soak-disk network-tools openssl-package chromium-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling bench-allocations fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -294,6 +294,13 @@ bench-vs-zookeeper:
 	@$(MAKE) --no-print-directory debian-packages WHAT=perf MARKERS=/usr/bin/perf PACKAGES=linux-perf
 	$(CARGO) build --release -p zabkeeper -p zabkeeper-bench --bin zabkeeper --bin zk_load
 	BENCH_QUICK=$(BENCH_QUICK) python3 integration-tests/zk_bench.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
+
+## Heap allocations per operation of a 3-member ensemble, counted exactly
+## with uprobes on jemalloc (integration-tests/alloc_counts.py; root and perf).
+bench-allocations:
+	@$(MAKE) --no-print-directory debian-packages WHAT=perf MARKERS=/usr/bin/perf PACKAGES=linux-perf
+	$(CARGO) build --release -p zabkeeper -p zabkeeper-bench --bin zabkeeper --bin zk_load
+	python3 integration-tests/alloc_counts.py --binary $(TARGET_DIR)/release/zabkeeper --load $(TARGET_DIR)/release/zk_load
 
 ## The same benchmark with our storage in memory: the write path's ceiling.
 ## The write path's ceiling: the same comparison with our members' storage in

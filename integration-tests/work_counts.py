@@ -118,7 +118,8 @@ class PerfWindow:
     they count exactly the window between (through perf's control FIFOs).
     The perf process is stopped by its PID."""
 
-    def __init__(self, pids, timeout=30.0):
+    def __init__(self, pids, timeout=30.0, events=None):
+        self.events = list(events or PERF_EVENTS)
         self.dir = tempfile.mkdtemp(prefix="zk-perf-")
         self.timeout = timeout
         ctl, ack = os.path.join(self.dir, "ctl"), os.path.join(self.dir, "ack")
@@ -131,7 +132,7 @@ class PerfWindow:
         self.err = open(os.path.join(self.dir, "stderr"), "wb")
         self.proc = subprocess.Popen(
             ["perf", "stat", "-x,", "-o", self.out, "-D", "-1", "--control", f"fifo:{ctl},{ack}",
-             "-e", ",".join(PERF_EVENTS), "-p", ",".join(str(p) for p in pids)],
+             "-e", ",".join(self.events), "-p", ",".join(str(p) for p in pids)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.err)
 
     def _command(self, word):
@@ -173,7 +174,7 @@ class PerfWindow:
         counts = {}
         for line in read_log(self.out).splitlines():
             fields = line.split(",")
-            if line.startswith("#") or len(fields) < 3 or fields[2] not in PERF_EVENTS:
+            if line.startswith("#") or len(fields) < 3 or fields[2] not in self.events:
                 continue
             try:
                 value = float(fields[0])
