@@ -390,13 +390,13 @@ impl Owner {
         let mut batch: storage_worker::Batch = Vec::new();
         // Dropping a stuck client feeds the replica again; bounded by the connection count.
         for _ in 0..64 {
-            let outputs = self.replica.take_outputs();
+            let mut outputs = self.replica.take_outputs();
             if outputs.is_empty() {
                 break;
             }
             let mut stuck = Vec::new();
             let mut purged = None;
-            for output in outputs {
+            for output in outputs.drain(..) {
                 match output {
                     Output::Zab(Io::Send { to, msg }) => self.transport.send(to, msg),
                     Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
@@ -420,6 +420,7 @@ impl Owner {
                     Output::Status(status) => self.on_status(status),
                 }
             }
+            self.replica.recycle_outputs(outputs);
             for conn in stuck {
                 self.conns.remove(&conn);
                 self.replica.handle(Input::Disconnect { conn });

@@ -365,9 +365,28 @@ impl Membership {
     /// value given by `value` (None: not counted, as a voter that is not
     /// synced); None when no majority has any.
     pub fn majority_point<T: Ord + Copy>(&self, value: impl Fn(ServerId) -> Option<T>) -> Option<T> {
-        let mut values: Vec<T> = self.voters().filter_map(&value).collect();
+        // The leader asks at every acknowledgement: up to 16 voters sort on
+        // the stack, and only a larger ensemble takes a vector.
+        const ON_STACK: usize = 16;
+        let mut stack = [None; ON_STACK];
+        let mut counted = 0;
+        let mut more = Vec::new();
+        for v in self.voters().filter_map(&value) {
+            match stack.get_mut(counted) {
+                Some(slot) => *slot = Some(v),
+                None => more.push(Some(v)),
+            }
+            counted += 1;
+        }
+        let values = if more.is_empty() {
+            &mut stack[..counted]
+        } else {
+            more.extend_from_slice(&stack);
+            &mut more[..]
+        };
+        // Every slot taken holds Some: they order as their values do.
         values.sort_unstable_by(|a, b| b.cmp(a));
-        values.get(self.majority() - 1).copied()
+        values.get(self.majority() - 1).copied().flatten()
     }
 }
 
@@ -547,6 +566,31 @@ mod tests {
         assert_eq!(done.version, Zxid::new(1, 5), "completing keeps the reconfiguration's version");
         assert!(done.is_quorum(|id| id == 3 || id == 4));
         assert_eq!(done.voters(), vec![3, 4, 5]);
+    }
+
+    #[test]
+    fn the_majority_point_is_the_value_a_majority_reached_at_every_size() {
+        // Against the rule as stated (the majority-th highest value), past
+        // the ensembles that sort on the stack as well as within them.
+        let mut seed = 7u64;
+        for voters in 1..=20u64 {
+            let ids_: Vec<ServerId> = (1..=voters).collect();
+            let m = ids(&ids_, &[100]);
+            for _ in 0..50 {
+                let values: Vec<Option<u64>> = ids_
+                    .iter()
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        (seed >> 60 != 0).then_some(seed >> 58)
+                    })
+                    .collect();
+                let value = |id: ServerId| if id == 100 { Some(u64::MAX) } else { values[id as usize - 1] };
+                let mut reached: Vec<u64> = values.iter().flatten().copied().collect();
+                reached.sort_unstable_by(|a, b| b.cmp(a));
+                let expected = reached.get(voters as usize / 2).copied();
+                assert_eq!(m.majority_point(value), expected, "{voters} voters: {values:?}");
+            }
+        }
     }
 
     #[test]

@@ -573,7 +573,7 @@ impl Simulation {
             let now = self.step;
             let Some(node) = self.nodes.get_mut(&id) else { return Ok(()) };
             let Some(replica) = node.replica.as_mut() else { return Ok(()) };
-            let outputs = replica.take_outputs();
+            let mut outputs = replica.take_outputs();
             let applied = replica.drain_applied();
             for record in applied {
                 match record {
@@ -586,7 +586,8 @@ impl Simulation {
             }
             let faults = self.faults(self.heal_at.is_some());
             let slow = |sim: &Simulation, n: ServerId| sim.nodes.get(&n).is_some_and(|n| n.slow_until > now);
-            for output in outputs {
+            // Drained and handed back, as the server does.
+            for output in outputs.drain(..) {
                 match output {
                     Output::Zab(Io::Send { to, msg }) => {
                         let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
@@ -672,6 +673,9 @@ impl Simulation {
                         }
                     }
                 }
+            }
+            if let Some(replica) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
+                replica.recycle_outputs(outputs);
             }
         }
         Err(Violation::NoProgress(format!("replica {id} kept producing outputs")))

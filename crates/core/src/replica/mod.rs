@@ -360,6 +360,16 @@ impl Replica {
         std::mem::take(&mut self.outputs)
     }
 
+    /// Hands back a vector [`Replica::take_outputs`] returned, emptied, for
+    /// the next turn's outputs: the host takes them every turn, and this
+    /// spares each turn growing a new one.
+    pub fn recycle_outputs(&mut self, mut used: Vec<Output>) {
+        used.clear();
+        if self.outputs.is_empty() && self.outputs.capacity() < used.capacity() {
+            self.outputs = used;
+        }
+    }
+
     /// The tree (read-only).
     pub fn tree(&self) -> &DataTree {
         &self.tree
@@ -462,13 +472,14 @@ impl Replica {
     fn drain_zab(&mut self) {
         for _ in 0..1_000_000 {
             self.run_prep();
-            let actions = self.zab.take_actions();
+            let mut actions = self.zab.take_actions();
             if actions.is_empty() {
                 return;
             }
-            for action in actions {
+            for action in actions.drain(..) {
                 self.on_zab_action(action);
             }
+            self.zab.recycle_actions(actions);
         }
         unreachable!("zab kept producing actions for a million rounds");
     }

@@ -50,27 +50,36 @@ fn validate_inner(path: &str, suffix_follows: bool) -> Result<(), PathError> {
     if path.ends_with('/') && !suffix_follows {
         return Err(PathError::TrailingSlash);
     }
-    let chars: Vec<char> = path.chars().collect();
-    for (i, &c) in chars.iter().enumerate().skip(1) {
-        let last = chars[i - 1];
+    check_names(path)
+}
+
+/// The rules on the characters after the leading '/' of an absolute path:
+/// no NUL or forbidden character, no empty, "." or ".." component.
+fn check_names(path: &str) -> Result<(), PathError> {
+    // A window over the characters, indexed by character as ZooKeeper
+    // reports them: each request validates its path, so no copy of it.
+    let mut chars = path.chars().enumerate().skip(1).peekable();
+    // The character two before the current one ('/' before the first name,
+    // as ZooKeeper's check reads it) and the one before it (the leading '/').
+    let (mut before, mut last) = ('/', '/');
+    while let Some((i, c)) = chars.next() {
+        let after = chars.peek().map(|&(_, a)| a);
         if c == '\0' {
             return Err(PathError::InvalidChar(i));
         } else if c == '/' && last == '/' {
             return Err(PathError::EmptyComponent(i));
         } else if c == '.' && last == '.' {
-            let before = if i >= 2 { chars[i - 2] } else { '/' };
-            let after = chars.get(i + 1).copied();
             if before == '/' && (after.is_none() || after == Some('/')) {
                 return Err(PathError::Relative(i));
             }
         } else if c == '.' {
-            let after = chars.get(i + 1).copied();
             if last == '/' && (after.is_none() || after == Some('/')) {
                 return Err(PathError::Relative(i));
             }
         } else if forbidden(c) {
             return Err(PathError::InvalidChar(i));
         }
+        (before, last) = (last, c);
     }
     Ok(())
 }
@@ -148,6 +157,44 @@ mod tests {
     fn sequential_create_may_end_with_slash() {
         assert_eq!(validate("/a/", true), Ok(()));
         assert_eq!(validate("/a//", true), Err(PathError::EmptyComponent(3)));
+    }
+
+    /// The character rules as first written, over a copy of the path's
+    /// characters: the window that replaced the copy must agree with it.
+    fn check_names_by_copy(path: &str) -> Result<(), PathError> {
+        let chars: Vec<char> = path.chars().collect();
+        for (i, &c) in chars.iter().enumerate().skip(1) {
+            let last = chars[i - 1];
+            if c == '\0' {
+                return Err(PathError::InvalidChar(i));
+            } else if c == '/' && last == '/' {
+                return Err(PathError::EmptyComponent(i));
+            } else if c == '.' && last == '.' {
+                let before = if i >= 2 { chars[i - 2] } else { '/' };
+                let after = chars.get(i + 1).copied();
+                if before == '/' && (after.is_none() || after == Some('/')) {
+                    return Err(PathError::Relative(i));
+                }
+            } else if c == '.' {
+                let after = chars.get(i + 1).copied();
+                if last == '/' && (after.is_none() || after == Some('/')) {
+                    return Err(PathError::Relative(i));
+                }
+            } else if forbidden(c) {
+                return Err(PathError::InvalidChar(i));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_window_agrees_with_the_copy(
+            rest in proptest::collection::vec(proptest::sample::select(vec!['/', '.', 'a', '\0', '\u{1}', 'ü', '\u{e000}', '名']), 0..9),
+        ) {
+            let path: String = std::iter::once('/').chain(rest).collect();
+            proptest::prop_assert_eq!(check_names(&path), check_names_by_copy(&path), "{:?}", path);
+        }
     }
 
     #[test]

@@ -61,7 +61,11 @@ pub fn open(record: &[u8]) -> Result<&[u8], CodecError> {
 
 /// Encodes any serde value into a sealed record.
 pub fn encode_value<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
-    let mut out = Vec::new();
+    // Sized first (a pass that writes nothing), so the record is one
+    // allocation, where growing from empty made several per transaction.
+    // (Appending to a buffer of the caller's keeps the caller's sizing.)
+    let size = postcard::serialize_with_flavor(value, postcard::ser_flavors::Size::default()).unwrap_or(0);
+    let mut out = Vec::with_capacity(HEADER_LEN + size);
     encode_value_into(value, &mut out);
     out
 }

@@ -465,6 +465,16 @@ impl Peer {
         std::mem::take(&mut self.outbox)
     }
 
+    /// Hands back a vector [`Peer::take_actions`] returned, emptied, for the
+    /// next actions: a host's every turn takes some, and this spares each
+    /// turn growing a new one.
+    pub fn recycle_actions(&mut self, mut used: Vec<Action>) {
+        used.clear();
+        if self.outbox.is_empty() && self.outbox.capacity() < used.capacity() {
+            self.outbox = used;
+        }
+    }
+
     /// The end of the host's turn, once every input of the turn is handled
     /// and before `sends` (this turn's messages, in order) leave: leadership
     /// probes asked for in the turn and echoes of probes received in it ride

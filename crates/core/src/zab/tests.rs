@@ -276,10 +276,10 @@ fn single_replica_elects_itself_and_commits_after_persisting() {
     assert_eq!(c.nodes[&1].applied, vec![zxid]);
 }
 
-#[test]
-fn proposal_is_not_committed_before_it_is_durable() {
-    let mut peer = Peer::new(config(1, 1), Durable::default());
-    // Walk the single replica through discovery and sync by acknowledging storage.
+/// Walks a lone member through discovery and sync by acknowledging its
+/// storage; `recycle` hands each turn's actions back full, as a host that
+/// stopped part-way through them would.
+fn serve_alone(peer: &mut Peer, recycle: bool) {
     for _ in 0..4 {
         let actions = peer.take_actions();
         if let Some(seq) = actions.iter().rev().find_map(|a| match a {
@@ -288,8 +288,32 @@ fn proposal_is_not_committed_before_it_is_durable() {
         }) {
             peer.handle(Input::Persisted { seq });
         }
+        if recycle {
+            peer.recycle_actions(actions);
+        }
     }
     assert!(peer.status().serving);
+}
+
+#[test]
+fn a_recycled_action_vector_brings_back_nothing_it_held() {
+    let mut peer = Peer::new(config(1, 1), Durable::default());
+    serve_alone(&mut peer, true);
+    let zxid = peer.propose(txn(1)).unwrap();
+    let actions = peer.take_actions();
+    assert!(matches!(&actions[..], [Action::Io(Io::Persist { .. })]), "only the append: {actions:?}");
+    let Action::Io(Io::Persist { seq, .. }) = &actions[0] else { unreachable!("matched above") };
+    let seq = *seq;
+    peer.recycle_actions(actions);
+    peer.handle(Input::Persisted { seq });
+    let actions = peer.take_actions();
+    assert!(matches!(&actions[..], [Action::Commit { entries }] if entries[0].zxid == zxid), "{actions:?}");
+}
+
+#[test]
+fn proposal_is_not_committed_before_it_is_durable() {
+    let mut peer = Peer::new(config(1, 1), Durable::default());
+    serve_alone(&mut peer, false);
     let zxid = peer.propose(txn(1)).unwrap();
     let actions = peer.take_actions();
     assert_eq!(actions.len(), 1, "{actions:?}");

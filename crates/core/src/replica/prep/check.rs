@@ -66,9 +66,11 @@ struct PendingNode {
 #[derive(Debug, Default)]
 pub struct PendingChanges {
     /// The latest pending view per path (`None`: deleted).
-    by_path: FxHashMap<String, (Zxid, Option<PendingNode>)>,
+    /// (Each path is one shared allocation for the map, the order and a
+    /// multi's journal: every write puts one or two.)
+    by_path: FxHashMap<Arc<str>, (Zxid, Option<PendingNode>)>,
     /// Paths in proposal order, to retire them once committed.
-    order: VecDeque<(Zxid, String)>,
+    order: VecDeque<(Zxid, Arc<str>)>,
 }
 
 fn bad_path(path: &str, err: path::PathError) -> ZkError {
@@ -250,9 +252,10 @@ impl PendingChanges {
     }
 
     fn put(&mut self, zxid: Zxid, path: &str, node: Option<PendingNode>, journal: &mut Vec<JournalEntry>) {
-        let previous = self.by_path.insert(path.to_string(), (zxid, node));
-        journal.push((path.to_string(), previous));
-        self.order.push_back((zxid, path.to_string()));
+        let path: Arc<str> = Arc::from(path);
+        let previous = self.by_path.insert(path.clone(), (zxid, node));
+        journal.push((path.clone(), previous));
+        self.order.push_back((zxid, path));
     }
 
     fn rollback(&mut self, journal: Vec<JournalEntry>) {
@@ -443,10 +446,10 @@ impl PendingChanges {
         for (path, (_, pending)) in &self.by_path {
             match pending {
                 None => {
-                    paths.remove(path);
+                    paths.remove(&**path);
                 }
                 Some(node) if node.stat.ephemeral_owner == session.0 => {
-                    paths.insert(path.clone());
+                    paths.insert(path.to_string());
                 }
                 Some(_) => {}
             }
@@ -491,7 +494,7 @@ impl PendingChanges {
     }
 }
 
-type JournalEntry = (String, Option<(Zxid, Option<PendingNode>)>);
+type JournalEntry = (Arc<str>, Option<(Zxid, Option<PendingNode>)>);
 
 #[cfg(test)]
 mod tests {

@@ -87,12 +87,13 @@ impl Ensemble {
 
     pub(super) fn drain(&mut self, id: ServerId) {
         loop {
-            let outputs = self.nodes.get_mut(&id).unwrap().replica.take_outputs();
+            let mut outputs = self.nodes.get_mut(&id).unwrap().replica.take_outputs();
             if outputs.is_empty() {
                 return;
             }
             let mut max_seq = 0;
-            for out in outputs {
+            // Drained and handed back, as the server does.
+            for out in outputs.drain(..) {
                 match out {
                     Output::Zab(Io::Send { to, msg }) => self.queue.push_back((id, to, msg)),
                     Output::Zab(io @ Io::SendStored { .. }) => {
@@ -119,6 +120,7 @@ impl Ensemble {
                     Output::Status(_) => {}
                 }
             }
+            self.nodes.get_mut(&id).unwrap().replica.recycle_outputs(outputs);
             if max_seq > 0 {
                 self.nodes.get_mut(&id).unwrap().replica.handle(Input::Persisted { seq: max_seq });
             }

@@ -29,6 +29,16 @@ fn single_replica_serves_reads_and_writes() {
 }
 
 #[test]
+fn outputs_handed_back_full_come_back_without_what_they_held() {
+    let mut e = Ensemble::new(1);
+    let replica = &mut e.nodes.get_mut(&1).expect("member 1").replica;
+    let stale = Output::Status(replica.status());
+    replica.recycle_outputs(vec![stale]);
+    let outputs = replica.take_outputs();
+    assert!(outputs.is_empty(), "a settled member has nothing to do: {outputs:?}");
+}
+
+#[test]
 fn writes_through_a_follower_reach_every_replica() {
     let mut e = Ensemble::new(3);
     let leader = e.leader();
