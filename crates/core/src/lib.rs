@@ -20,6 +20,7 @@
 //! - [`wire`]: ZooKeeper's client protocol (jute), bytes to records and back.
 //! - [`zookeeper_files`]: Apache ZooKeeper's snapshots and transaction logs,
 //!   read and recovered as ZooKeeper would (`zkctl import`).
+//! - `reuse`: the vectors taken every turn, handed back for the next.
 //! - [`storage`]: what a replica keeps durable, as a trait, the rules every
 //!   store shares (recovery), and a store in memory with crash semantics
 //!   (the simulation's and tests'; the server's sled store implements the
@@ -32,6 +33,7 @@ pub mod ids;
 pub mod members;
 pub mod op;
 pub mod replica;
+mod reuse;
 pub mod session;
 pub mod storage;
 pub mod tree;

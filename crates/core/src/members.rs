@@ -15,6 +15,7 @@
 
 use crate::ids::{ServerId, Zxid};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::fmt;
 
 /// How a member takes part.
@@ -367,26 +368,9 @@ impl Membership {
     pub fn majority_point<T: Ord + Copy>(&self, value: impl Fn(ServerId) -> Option<T>) -> Option<T> {
         // The leader asks at every acknowledgement: up to 16 voters sort on
         // the stack, and only a larger ensemble takes a vector.
-        const ON_STACK: usize = 16;
-        let mut stack = [None; ON_STACK];
-        let mut counted = 0;
-        let mut more = Vec::new();
-        for v in self.voters().filter_map(&value) {
-            match stack.get_mut(counted) {
-                Some(slot) => *slot = Some(v),
-                None => more.push(Some(v)),
-            }
-            counted += 1;
-        }
-        let values = if more.is_empty() {
-            &mut stack[..counted]
-        } else {
-            more.extend_from_slice(&stack);
-            &mut more[..]
-        };
-        // Every slot taken holds Some: they order as their values do.
+        let mut values: SmallVec<[T; 16]> = self.voters().filter_map(&value).collect();
         values.sort_unstable_by(|a, b| b.cmp(a));
-        values.get(self.majority() - 1).copied().flatten()
+        values.get(self.majority() - 1).copied()
     }
 }
 

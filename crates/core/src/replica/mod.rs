@@ -363,11 +363,8 @@ impl Replica {
     /// Hands back a vector [`Replica::take_outputs`] returned, emptied, for
     /// the next turn's outputs: the host takes them every turn, and this
     /// spares each turn growing a new one.
-    pub fn recycle_outputs(&mut self, mut used: Vec<Output>) {
-        used.clear();
-        if self.outputs.is_empty() && self.outputs.capacity() < used.capacity() {
-            self.outputs = used;
-        }
+    pub fn recycle_outputs(&mut self, used: Vec<Output>) {
+        crate::reuse::hand_back(&mut self.outputs, used);
     }
 
     /// The tree (read-only).

@@ -468,11 +468,8 @@ impl Peer {
     /// Hands back a vector [`Peer::take_actions`] returned, emptied, for the
     /// next actions: a host's every turn takes some, and this spares each
     /// turn growing a new one.
-    pub fn recycle_actions(&mut self, mut used: Vec<Action>) {
-        used.clear();
-        if self.outbox.is_empty() && self.outbox.capacity() < used.capacity() {
-            self.outbox = used;
-        }
+    pub fn recycle_actions(&mut self, used: Vec<Action>) {
+        crate::reuse::hand_back(&mut self.outbox, used);
     }
 
     /// The end of the host's turn, once every input of the turn is handled
