@@ -45,6 +45,35 @@ pub fn lock_for_writing(dir: &Path) -> Result<std::fs::File, BackupError> {
     }
 }
 
+/// Holds `dir` shared for as long as the returned file stays open: a reader
+/// of a backup that is being written (`zkctl restore`, `--list`, `--log`)
+/// takes it before listing the files, and the writer prunes only when it
+/// can hold the directory alone ([`hold_for_pruning`]), so no file a reader
+/// listed goes away under it. None where the filesystem has no `flock`: the
+/// reader goes on unheld, as it did before there was a hold.
+fn hold_for_reading(dir: &Path) -> Result<Option<std::fs::File>, BackupError> {
+    let file = std::fs::File::open(dir).map_err(io_err(dir))?;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockShared) {
+            Ok(()) => return Ok(Some(file)),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// Holds `dir` alone, if no reader holds it: None while one does (the
+/// writer then prunes at a later roll). Where the filesystem has no `flock`,
+/// readers hold nothing, and pruning goes ahead.
+pub(super) fn hold_for_pruning(dir: &Path) -> Result<Option<std::fs::File>, BackupError> {
+    let file = std::fs::File::open(dir).map_err(io_err(dir))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(_) => Ok(Some(file)),
+    }
+}
+
 /// What went wrong keeping or reading a backup.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -274,17 +303,27 @@ pub struct Catalog {
     pub snapshots: Vec<SnapshotFile>,
     /// Its transaction files, oldest first.
     pub txn_files: Vec<TxnFile>,
+    /// A reader's shared hold on the directory (see [`hold_for_reading`]),
+    /// kept while this catalog or a clone of it lives; the writer's has none.
+    _hold: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl Catalog {
     /// Reads the backup in `dir`: its manifest and every file's header (a
-    /// file of another format version is refused here, before anything is used).
+    /// file of another format version is refused here, before anything is
+    /// used). The files listed stay while the catalog lives, even when the
+    /// backup is being written: its writer prunes none meanwhile.
     pub fn open(dir: &Path) -> Result<Catalog, BackupError> {
+        Catalog::read(dir, true)
+    }
+
+    fn read(dir: &Path, held: bool) -> Result<Catalog, BackupError> {
         if !dir.is_dir() {
             return Err(BackupError::NotBackup { dir: dir.to_path_buf(), reason: "no such directory".into() });
         }
         check_manifest(dir)?;
-        let mut catalog = Catalog { dir: dir.to_path_buf(), snapshots: Vec::new(), txn_files: Vec::new() };
+        let hold = if held { hold_for_reading(dir)?.map(std::sync::Arc::new) } else { None };
+        let mut catalog = Catalog { dir: dir.to_path_buf(), snapshots: Vec::new(), txn_files: Vec::new(), _hold: hold };
         for item in std::fs::read_dir(dir).map_err(io_err(dir))? {
             let item = item.map_err(io_err(dir))?;
             let name = item.file_name().to_string_lossy().into_owned();
@@ -304,7 +343,9 @@ impl Catalog {
         Ok(catalog)
     }
 
-    /// Makes `dir` a backup (absent or empty: writes the manifest) or opens it.
+    /// Makes `dir` a backup (absent or empty: writes the manifest) or opens
+    /// it, for its writer: unlike [`Catalog::open`], it holds nothing, so its
+    /// own pruning is not held back.
     pub fn create_or_open(dir: &Path) -> Result<Catalog, BackupError> {
         let empty = match std::fs::read_dir(dir) {
             // The writer's lock may be there already (see `lock_for_writing`).
@@ -317,7 +358,7 @@ impl Catalog {
             let text = manifest_text();
             format::write_whole(&dir.join(MANIFEST), |w| w.write_all(text.as_bytes()))?;
         }
-        Catalog::open(dir)
+        Catalog::read(dir, false)
     }
 
     /// The newest snapshot at or before `zxid`.

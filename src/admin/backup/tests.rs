@@ -342,3 +342,48 @@ fn one_writer_keeps_a_directory_and_its_lock_does_not_make_it_a_backup() {
     drop(held);
     lock_for_writing(&backup_dir).expect("free again once the first lets go");
 }
+
+#[test]
+fn files_a_reader_listed_stay_until_it_is_done_and_are_pruned_at_a_later_roll() {
+    // `zkctl restore --list` on a backup being written failed with "No such
+    // file or directory" (CI, 2026-11-29): it listed a transaction file that
+    // the writer pruned before it was opened.
+    let dir = tempfile::tempdir().expect("dir");
+    let keep = Options { keep_snapshots: 1, ..options(5) };
+    let tree = base();
+    let mut writer =
+        Writer::start(dir.path(), keep, chunks_of(&tree), time_of(Zxid::new(1, 1)), "test").expect("start");
+    let append_through = |writer: &mut Writer, upto: u32| {
+        while writer.last() < Zxid::new(1, upto) {
+            let z = Zxid::new(1, writer.last().counter() + 1);
+            writer.append(z, &crate::txn::codec::encode(&txn(z))).expect("append");
+            if writer.snapshot_due() {
+                writer.roll().expect("roll");
+            }
+        }
+        writer.sync().expect("sync");
+    };
+    append_through(&mut writer, 8);
+    let reader = Catalog::open(dir.path()).expect("open");
+    let listed: Vec<PathBuf> = reader
+        .snapshots
+        .iter()
+        .map(|s| s.path.clone())
+        .chain(reader.txn_files.iter().map(|f| f.path.clone()))
+        .collect();
+    let listing = restore::list(&reader).expect("list").len();
+    // Rolls that would prune what the reader listed, while it reads.
+    append_through(&mut writer, 18);
+    for path in &listed {
+        assert!(path.exists(), "{} was pruned under a reader", path.display());
+    }
+    assert_eq!(restore::list(&reader).expect("the listing still reads").len(), listing);
+    assert!(reader.newest().is_ok(), "the newest transaction still reads");
+    drop(reader);
+    // Done reading: the next roll prunes what was due, and more.
+    append_through(&mut writer, 23);
+    let after = Catalog::open(dir.path()).expect("open");
+    let kept: Vec<u32> = after.snapshots.iter().map(|s| s.zxid.counter()).collect();
+    assert_eq!(kept, [21], "the newest snapshot alone, as kept");
+    assert!(listed.iter().all(|p| !p.exists()), "what the reader held went at the roll after it let go");
+}

@@ -266,12 +266,16 @@ impl Writer {
     }
 
     /// Keeps the newest `keep_snapshots` snapshots and the transaction
-    /// files a restore from the oldest of them may need.
+    /// files a restore from the oldest of them may need; while a reader holds
+    /// the directory, keeps everything until a later roll.
     fn prune(&mut self) -> Result<(), BackupError> {
         let keep = self.options.keep_snapshots;
         if keep == 0 || self.catalog.snapshots.len() <= keep {
             return Ok(());
         }
+        // A reader (a restore, a listing) holds the directory: what it
+        // listed stays, and what is due goes at a later roll.
+        let Some(_alone) = super::hold_for_pruning(&self.catalog.dir)? else { return Ok(()) };
         let dropped: Vec<SnapshotFile> = self.catalog.snapshots.drain(..self.catalog.snapshots.len() - keep).collect();
         let oldest = self.catalog.snapshots.first().map_or(Zxid::ZERO, |s| s.zxid);
         // Snapshots first: a transaction file left by a crash in between
