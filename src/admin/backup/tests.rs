@@ -86,6 +86,19 @@ fn backup(dir: &Path, upto: u32, every: u64) -> (Writer, Vec<(Zxid, DataTree)>) 
     (writer, expected)
 }
 
+/// Appends the transactions after the writer's last through 1.`upto`,
+/// rolling whenever a snapshot is due, and syncs.
+fn append_through(writer: &mut Writer, upto: u32) {
+    while writer.last() < Zxid::new(1, upto) {
+        let z = Zxid::new(1, writer.last().counter() + 1);
+        writer.append(z, &crate::txn::codec::encode(&txn(z))).expect("append");
+        if writer.snapshot_due() {
+            writer.roll().expect("roll");
+        }
+    }
+    writer.sync().expect("sync");
+}
+
 /// Restores into a fresh directory and reads the state back as a member would.
 fn restored(backup: &Path, target: Target) -> Result<(restore::Restored, crate::tree::TreeState), BackupError> {
     let out = tempfile::tempdir().expect("dir");
@@ -267,18 +280,9 @@ fn a_backup_that_starts_over_leaves_a_gap_that_restore_refuses() {
 fn targets_outside_what_is_held_are_refused_precisely() {
     let dir = tempfile::tempdir().expect("dir");
     let keep = Options { keep_snapshots: 2, ..options(5) };
-    let mut tree = base();
     let mut writer =
-        Writer::start(dir.path(), keep, chunks_of(&tree), time_of(Zxid::new(1, 1)), "test").expect("start");
-    for c in 2..=22 {
-        let (z, t) = (Zxid::new(1, c), txn(Zxid::new(1, c)));
-        writer.append(z, &crate::txn::codec::encode(&t)).expect("append");
-        tree.apply(z, &t);
-        if writer.snapshot_due() {
-            writer.roll().expect("roll");
-        }
-    }
-    writer.sync().expect("sync");
+        Writer::start(dir.path(), keep, chunks_of(&base()), time_of(Zxid::new(1, 1)), "test").expect("start");
+    append_through(&mut writer, 22);
     let catalog = Catalog::open(dir.path()).expect("open");
     let kept: Vec<u32> = catalog.snapshots.iter().map(|s| s.zxid.counter()).collect();
     assert_eq!(kept, [16, 21], "the newest two");
@@ -350,19 +354,8 @@ fn files_a_reader_listed_stay_until_it_is_done_and_are_pruned_at_a_later_roll() 
     // the writer pruned before it was opened.
     let dir = tempfile::tempdir().expect("dir");
     let keep = Options { keep_snapshots: 1, ..options(5) };
-    let tree = base();
     let mut writer =
-        Writer::start(dir.path(), keep, chunks_of(&tree), time_of(Zxid::new(1, 1)), "test").expect("start");
-    let append_through = |writer: &mut Writer, upto: u32| {
-        while writer.last() < Zxid::new(1, upto) {
-            let z = Zxid::new(1, writer.last().counter() + 1);
-            writer.append(z, &crate::txn::codec::encode(&txn(z))).expect("append");
-            if writer.snapshot_due() {
-                writer.roll().expect("roll");
-            }
-        }
-        writer.sync().expect("sync");
-    };
+        Writer::start(dir.path(), keep, chunks_of(&base()), time_of(Zxid::new(1, 1)), "test").expect("start");
     append_through(&mut writer, 8);
     let reader = Catalog::open(dir.path()).expect("open");
     let listed: Vec<PathBuf> = reader
