@@ -232,6 +232,9 @@ fn one_leader_the_same_log_everywhere_filters_metrics_sessions_and_the_offline_r
     let allocated = m.get("zabkeeper_heap_allocated_bytes").copied().unwrap_or(0.0);
     let resident = m.get("zabkeeper_heap_resident_bytes").copied().unwrap_or(0.0);
     assert!(allocated > 1e5 && resident >= allocated, "heap allocated {allocated}, resident {resident}: {m:?}");
+    // Three members on one machine share its CPUs (no `worker_threads` set).
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(m.get("zabkeeper_runtime_workers"), Some(&((cpus / 3).max(1) as f64)), "{cpus} CPUs: {m:?}");
 
     // The offline reader prints what the RPC printed.
     drop(_watch);

@@ -569,8 +569,11 @@ def main():
             else:
                 apache = zk.ApacheEnsemble(classpath, size=args.members, heap="4g").start()
                 servers["zookeeper"] = apache.hosts()
+            # Members on one host share its cores: say how many workers each took.
+            workers = ours.metric(1, "zabkeeper_runtime_workers")
+            workers = "?" if workers is None else f"{workers:.0f}"
             print(f"Apache ZooKeeper {zk.zookeeper_version(classpath)} (Debian package) vs zabkeeper "
-                  f"({args.binary}), {args.members} members each")
+                  f"({args.binary}, {workers} async worker(s) a member), {args.members} members each")
             # Untimed: the JIT compiles ZooKeeper's hot paths.
             warm = argparse.Namespace(**{**vars(args), "ops": args.warmup_ops})
             for inflight in (() if args.only_scale else (1, 8)):

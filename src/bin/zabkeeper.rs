@@ -80,11 +80,16 @@ fn main() -> ExitCode {
     };
     init_logs(&log_filter(args.log.clone(), &config), args.log_format.unwrap_or(config.log_format));
     // The runtime is sized by the config, so it is built once the config is read.
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = config.worker_threads {
-        runtime.worker_threads(n);
-    }
-    match runtime.enable_all().build() {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let workers = config.runtime_workers(cpus);
+    tracing::info!(
+        workers,
+        cpus,
+        members_here = config.members_on_this_machine(),
+        set = config.worker_threads.is_some(),
+        "async runtime"
+    );
+    match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(runtime) => runtime.block_on(run(args, config)),
         Err(e) => {
             eprintln!("zabkeeper: cannot start the async runtime: {e}");

@@ -78,6 +78,11 @@ impl HostPort {
         self.ip().map_or(self.host.eq_ignore_ascii_case("localhost"), |ip| ip.is_loopback())
     }
 
+    /// Whether both name the same machine: the same host, or loopback both.
+    pub fn same_machine(&self, other: &HostPort) -> bool {
+        self.host.eq_ignore_ascii_case(&other.host) || (self.is_loopback() && other.is_loopback())
+    }
+
     /// Resolves the host now (names through the system resolver).
     pub async fn resolve(&self) -> std::io::Result<Vec<SocketAddr>> {
         Ok(tokio::net::lookup_host((self.host.as_str(), self.port)).await?.collect())
@@ -134,6 +139,16 @@ mod tests {
         assert!(HostPort::parse("127.0.0.2:1").unwrap().is_loopback());
         assert!(!HostPort::parse("0.0.0.0:1").unwrap().is_loopback());
         assert!(!HostPort::parse("db.example:1").unwrap().is_loopback());
+    }
+
+    #[test]
+    fn one_machine_is_one_host_name_or_loopback_twice() {
+        let at = |text| HostPort::parse(text).unwrap();
+        assert!(at("127.0.0.1:1").same_machine(&at("localhost:2")));
+        assert!(at("127.0.0.2:1").same_machine(&at("[::1]:1")));
+        assert!(at("ZK-0.zk-hs:1").same_machine(&at("zk-0.zk-hs:2")));
+        assert!(!at("zk-0.zk-hs:1").same_machine(&at("zk-1.zk-hs:1")));
+        assert!(!at("10.0.0.7:1").same_machine(&at("127.0.0.1:1")));
     }
 
     #[test]

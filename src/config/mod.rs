@@ -305,7 +305,8 @@ pub struct ServerConfig {
     /// that cannot ask per request (ClickHouse Keeper's `quorum_reads`).
     pub linearizable_reads: bool,
     /// Threads of the async runtime (network, gRPC, the replica's task);
-    /// None: one per CPU this process may use.
+    /// None: the CPUs shared out among the members on this machine
+    /// ([`ServerConfig::runtime_workers`]).
     pub worker_threads: Option<usize>,
     /// The ensemble's membership as a running member told it (`--join`):
     /// this member starts outside it, following without a vote until it is
@@ -809,6 +810,22 @@ impl ServerConfig {
     /// The voting members' ids.
     pub fn voters(&self) -> Vec<ServerId> {
         self.members.iter().filter(|m| m.role == MemberRole::Participant).map(|m| m.id).collect()
+    }
+
+    /// How many of the file's members run on this member's machine (the
+    /// same peer host; any two loopback hosts are one machine), itself included.
+    pub fn members_on_this_machine(&self) -> usize {
+        let here = &self.me().peer_addr;
+        self.members.iter().filter(|m| m.peer_addr.same_machine(here)).count()
+    }
+
+    /// Worker threads for the async runtime, given the CPUs this process may
+    /// use: `worker_threads` when set, else the CPUs shared out among the
+    /// members on this machine, at least one. Why: a member whose workers
+    /// outnumber its share of the cores wakes idle workers for work another
+    /// already took (benchmarks.md, "Worker threads on a shared host").
+    pub fn runtime_workers(&self, cpus: usize) -> usize {
+        self.worker_threads.unwrap_or_else(|| (cpus / self.members_on_this_machine()).max(1))
     }
 
     /// The observers' ids.

@@ -213,3 +213,16 @@ fn worker_threads_default_to_the_cpus_and_are_bounded() {
     let env = [("ZABKEEPER_WORKER_THREADS", "3")];
     assert_eq!(ServerConfig::parse_with(PODS, &sources(Some(1), None, &env)).unwrap().worker_threads, Some(3));
 }
+
+#[test]
+fn members_on_one_machine_share_its_cpus_unless_worker_threads_is_set() {
+    let local = ServerConfig::parse(THREE, Some(2)).unwrap();
+    assert_eq!(local.members_on_this_machine(), 3);
+    assert_eq!([1, 2, 3, 8, 64].map(|cpus| local.runtime_workers(cpus)), [1, 1, 1, 2, 21]);
+    // One member per pod: each has its host's CPUs.
+    let pods = ServerConfig::parse(PODS, Some(1)).unwrap();
+    assert_eq!(pods.members_on_this_machine(), 1);
+    assert_eq!(pods.runtime_workers(2), 2);
+    let set = ServerConfig::parse(&THREE.replace("tick_ms = 50", "worker_threads = 4"), Some(1)).unwrap();
+    assert_eq!(set.runtime_workers(2), 4, "the setting wins");
+}
