@@ -202,7 +202,7 @@ fn only_this_members_data_dir_is_needed() {
 }
 
 #[test]
-fn worker_threads_default_to_the_cpus_and_are_bounded() {
+fn worker_threads_are_unset_unless_given_and_are_bounded() {
     assert_eq!(ServerConfig::parse(THREE, Some(1)).unwrap().worker_threads, None);
     let one = ServerConfig::parse(&THREE.replace("tick_ms = 50", "worker_threads = 1"), Some(1)).unwrap();
     assert_eq!(one.worker_threads, Some(1));
