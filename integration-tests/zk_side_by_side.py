@@ -28,7 +28,9 @@ Excluded by design (documented differences, never compared):
   * the order of getChildren/getEphemerals/whoAmI lists: ZooKeeper returns
     hash-set order (unspecified), zabkeeper sorted; both are compared sorted.
 Steps whose difference is known and explained are listed in KNOWN below; they
-are printed as such and do not fail the check. Any other difference fails it.
+are printed as such and do not fail the check. A race ZooKeeper sometimes
+loses is in KNOWN_RACES, known only with the values listed there. Any other
+difference fails the check.
 
 Usage: zk_side_by_side.py [--binary target/debug/zabkeeper] [--require-zookeeper]
 Without Debian's zookeeper package the check prints why it is skipped and exits
@@ -84,6 +86,18 @@ KNOWN = {
 
 # (step, field) -> why: a known difference confined to one field of a step.
 KNOWN_FIELDS = {}
+
+# (step, field) -> (ZooKeeper's value, ours, why): a race on ZooKeeper's side
+# that a loaded machine sometimes loses. Known only with exactly these
+# values, so our own answer is still checked; not listed when not seen.
+KNOWN_RACES = {
+    ("unknown opcode 999: connection afterwards", "open"): (
+        True, False,
+        "ZooKeeper answers UNIMPLEMENTED and then queues the connection's close "
+        "(UnimplementedRequestProcessor: sendResponse, then sendCloseSession), so a ping sent "
+        "on the answer is sometimes answered before the close; zabkeeper stops reading at the "
+        "answer, as ZooKeeper means to"),
+}
 
 CONTAINER_OWNER = -(2 ** 63)
 TTL_MASK = 0xFF00000000000000
@@ -636,6 +650,9 @@ def compare(zk_run, zb_run):
     for (name, oa), (_, ob) in zip(a, b):
         for where, va, vb in diff(oa, ob):
             known = KNOWN_FIELDS.get((name, where)) or KNOWN.get(name)
+            race = KNOWN_RACES.get((name, where))
+            if not known and race and (va, vb) == race[:2]:
+                known = race[2]
             rows.append((name, where, va, vb, known))
             if not known:
                 unexpected += 1
