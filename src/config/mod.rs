@@ -392,19 +392,20 @@ fn parse_addr(key: &str, value: &str) -> Result<HostPort, ConfigError> {
     HostPort::parse(value).map_err(|e| invalid(key, format!("{value:?}: {e}")))
 }
 
-/// Members on one machine (the same peer host) must not share a port. Members
-/// on different machines may: each may keep its admin API on 127.0.0.1:4181.
+/// Members on one machine (the same peer host, or loopback both:
+/// [`HostPort::same_machine`]) must not share a port. Members on different
+/// machines may: each may keep its admin API on 127.0.0.1:4181.
 fn check_distinct_ports(members: &[Member]) -> Result<(), ConfigError> {
-    let mut seen: Vec<(&str, &HostPort, ServerId)> = Vec::new();
+    let mut seen: Vec<(&HostPort, &HostPort, ServerId)> = Vec::new();
     for m in members {
-        let machine = m.peer_addr.host();
+        let machine = &m.peer_addr;
         let advertised = [Some(&m.peer_addr), Some(&m.grpc_addr), m.client_addr.as_ref(), m.admin_addr.as_ref()];
         let more = [m.metrics_addr.as_ref(), m.secure_client_addr.as_ref()];
         for addr in advertised.into_iter().chain(more).flatten() {
             if addr.port() == 0 {
                 continue;
             }
-            let clash = seen.iter().find(|(host, other, _)| *host == machine && *other == addr);
+            let clash = seen.iter().find(|(peer, other, _)| peer.same_machine(machine) && *other == addr);
             if let Some((_, _, other)) = clash {
                 return Err(invalid(
                     format!("server[id={}]", m.id),

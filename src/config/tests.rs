@@ -141,6 +141,9 @@ fn members_on_one_machine_must_not_share_a_port_but_members_apart_may() {
     assert!(ServerConfig::parse(PODS, Some(1)).is_ok());
     let clash = PODS.replace("zk-1.zk-hs:2888", "zk-0.zk-hs:2888");
     assert!(err(&clash, Some(1)).contains("also used by server 1"));
+    // Loopback spelled two ways is still one machine.
+    let spelled = THREE.replace("127.0.0.1:2882", "localhost:2882").replace("127.0.0.1:3182", "127.0.0.1:3181");
+    assert!(err(&spelled, Some(1)).contains("also used by server 1"), "{}", err(&spelled, Some(1)));
     let bad_bind = PODS.replace("grpc_bind = \"10.0.0.7:3999\"", "client_bind = \"nowhere\"");
     assert!(err(&bad_bind, Some(1)).contains("server[id=2].client_bind"));
     let orphan = PODS.replace("grpc_bind = \"10.0.0.7:3999\"", "metrics_bind = \"0.0.0.0:9181\"");
