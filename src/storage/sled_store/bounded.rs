@@ -104,22 +104,64 @@ fn live_a_long_history(path: &Path, rounds: u32, per_round: u32, keys: u32, big:
 /// Checks `sizes` (the directory's size and what it held, round by round)
 /// for a bound: never over `ratio` times what it held plus `floor` bytes
 /// (sled's log database keeps a few segments however little it holds, and
-/// reuses freed segments rather than shrink its file), and no growth: the
-/// last third's median size within a quarter of the middle third's. (A
-/// leak raises every size after it; the largest of a third also moved with
-/// how far sled had got reusing its segments, by 16-28 % under load.)
+/// reuses freed segments rather than shrink its file), and no steady growth
+/// ([`steady_growth`]). The sizes are in the message of either failure.
 fn assert_bounded(sizes: &[(u64, u64)], ratio: u64, floor: u64) {
+    let series: Vec<u64> = sizes.iter().map(|(disk, _)| disk >> 10).collect();
     for (round, (disk, live)) in sizes.iter().enumerate() {
-        assert!(*disk <= ratio * live + floor, "round {}: {disk} bytes on disk for {live} held", round + 3);
+        assert!(
+            *disk <= ratio * live + floor,
+            "round {}: {disk} bytes on disk for {live} held (KiB by round: {series:?})",
+            round + 4
+        );
     }
-    let third = sizes.len() / 3;
-    let median = |part: &[(u64, u64)]| {
-        let mut disk: Vec<u64> = part.iter().map(|(disk, _)| *disk).collect();
-        disk.sort_unstable();
-        disk.get(disk.len() / 2).copied().unwrap_or(0)
-    };
-    let (middle, last) = (median(&sizes[third..2 * third]), median(&sizes[2 * third..]));
-    assert!(last * 4 <= middle * 5, "the directory still grows: {middle} bytes, then {last}");
+    if let Some(why) = steady_growth(sizes) {
+        panic!("the directory still grows: {why} (KiB by round: {series:?})");
+    }
+}
+
+/// Why the directory's sizes show growth that goes on, if they do: from the
+/// middle third of the rounds on, the size rises more than 256 KiB over its
+/// high so far in more than a quarter of them. A leak raises it nearly every
+/// round (each purge left files behind), or, if slow, a little each round
+/// until it clears the margin; tens of KiB come and go with sled's pages.
+/// sled grows its files in a few steps of segments and then reuses them,
+/// and when the steps come moves with the machine's load: the comparison
+/// of the thirds' medians this replaces failed under CI's load (22.2 MB,
+/// then 28.5 MB), which steps late in the run explain.
+fn steady_growth(sizes: &[(u64, u64)]) -> Option<String> {
+    let from = sizes.len() / 3;
+    let mut high = sizes.iter().take(from).map(|(disk, _)| *disk).max().unwrap_or(0);
+    let mut new_highs = 0;
+    for (disk, _) in &sizes[from..] {
+        if *disk > high + (256 << 10) {
+            high = *disk;
+            new_highs += 1;
+        }
+    }
+    let rounds = sizes.len() - from;
+    (new_highs * 4 > rounds).then(|| format!("a new high in {new_highs} of the last {rounds} rounds"))
+}
+
+#[test]
+fn growth_is_told_from_sleds_steps_by_how_often_the_size_rises() {
+    let held = |disk: &[u64]| disk.iter().map(|d| (d << 20, 4 << 20)).collect::<Vec<_>>();
+    // Steps late in the run, then level: the medians of the thirds refused this.
+    let mut late_steps = vec![14, 17, 17, 19];
+    late_steps.extend([19; 30]);
+    late_steps.extend([22, 22, 25, 25, 28]);
+    late_steps.extend([28; 18]);
+    assert_eq!(steady_growth(&held(&late_steps)), None);
+    // A leak of half a MiB a round.
+    let leak: Vec<u64> = (0..57).map(|round| (14 << 20) + round * (512 << 10)).collect();
+    let leak: Vec<(u64, u64)> = leak.into_iter().map(|disk| (disk, 4 << 20)).collect();
+    assert!(steady_growth(&leak).is_some());
+    // A leak as slow as a segment every third round still rises a third of the time.
+    let slow: Vec<u64> = (0..57).map(|round| 14 + 2 * (round / 3)).collect();
+    assert!(steady_growth(&held(&slow)).is_some());
+    // So does one of 128 KiB a round, under the margin each round.
+    let creeping: Vec<(u64, u64)> = (0..57).map(|round| ((14 << 20) + round * (128 << 10), 4 << 20)).collect();
+    assert!(steady_growth(&creeping).is_some());
 }
 
 #[test]
