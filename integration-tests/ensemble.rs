@@ -367,14 +367,48 @@ async fn write_with_a_follower_down(ensemble: &mut Ensemble, c: &Client, followe
     c.create("/load", b"", CreateMode::Persistent, &acl).await.expect("create /load");
     blocking(|| ensemble.kill(follower));
     for batch in 0..batches {
-        let creates = (0..50).map(|i| {
-            let (c, acl) = (c.clone(), acl.clone());
-            async move { c.create(&format!("/load/{prefix}-{batch}-{i:02}"), b"v", CreateMode::Persistent, &acl).await }
-        });
-        for r in join_all(creates).await {
-            r.expect("create while a follower is down");
-        }
+        write_batch(c, prefix, batch).await;
     }
+}
+
+/// Creates `/load/<prefix>-<batch>-00` to `-49`, all at once.
+async fn write_batch(c: &Client, prefix: &str, batch: usize) {
+    let acl = Acl::open_unsafe();
+    let creates = (0..50).map(|i| {
+        let (c, acl) = (c.clone(), acl.clone());
+        async move { c.create(&format!("/load/{prefix}-{batch}-{i:02}"), b"v", CreateMode::Persistent, &acl).await }
+    });
+    for r in join_all(creates).await {
+        r.expect("create while a follower is down");
+    }
+}
+
+/// Writes batches (as [`write_batch`], numbered on from `batches`) until
+/// the leader's newest durable snapshot is past `past`; returns the batches
+/// written in all and that snapshot's zxid. A member writes a snapshot
+/// beside its writes, one at a time, and takes the next only as it applies
+/// more: on an idle machine 400 writes were over before the leader's first
+/// snapshot was durable. Bounded: 40 batches, 2 s of waiting after each.
+async fn write_until_snapshot_past(
+    ensemble: &Ensemble,
+    c: &Client,
+    leader: u64,
+    prefix: &str,
+    mut batches: usize,
+    past: u64,
+) -> (usize, u64) {
+    for _ in 0..40 {
+        for _ in 0..20 {
+            let newest = ensemble.status(leader).await.map_or(0, |s| s.last_snapshot_zxid);
+            if newest > past {
+                return (batches, newest);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        write_batch(c, prefix, batches).await;
+        batches += 1;
+    }
+    panic!("the leader took no snapshot past {past:#x} in 40 more batches of writes");
 }
 
 /// Restarts `follower` under a write load through `leader`, so proposals
@@ -429,11 +463,12 @@ fn a_member_behind_the_leaders_log_catches_up_by_snapshot() {
         let leader = ensemble.leader(Duration::from_secs(10)).await;
         let follower = others(&ensemble, &[leader])[0];
         let c = connect(&ensemble.grpc(&[leader])).await;
-        // Far more than two snapshot intervals: a DIFF reaches back only to
-        // the leader's second newest snapshot.
+        // Far more than two snapshot intervals, and on until the leader holds
+        // two snapshots past the follower: a DIFF reaches back only to the
+        // leader's second newest snapshot.
         write_with_a_follower_down(&mut ensemble, &c, follower, "s", 8).await;
-        let leader_status = ensemble.status(leader).await.expect("status");
-        assert!(leader_status.last_snapshot_zxid > 0, "the leader took snapshots");
+        let (batches, first) = write_until_snapshot_past(&ensemble, &c, leader, "s", 8, 0).await;
+        let (batches, _) = write_until_snapshot_past(&ensemble, &c, leader, "s", batches, first).await;
         let snaps_before = log_lines(&ensemble, leader, &["SNAP sync", &format!("follower={follower}")]).len();
         let log = rejoin_under_load(&mut ensemble, leader, follower).await;
 
@@ -450,7 +485,7 @@ fn a_member_behind_the_leaders_log_catches_up_by_snapshot() {
             plain_log(&ensemble, follower)
         );
         let held = check_no_acked_write_lost(&ensemble, &ensemble.ids(), &[log]).await;
-        assert_eq!(held.iter().filter(|p| p.starts_with("s-")).count(), 400);
+        assert_eq!(held.iter().filter(|p| p.starts_with("s-")).count(), batches * 50);
         let status = ensemble.status(follower).await.expect("status");
         assert!(status.last_snapshot_zxid > 0, "the installed snapshot is on the follower's disk");
         c.close().await.expect("close");
