@@ -388,7 +388,7 @@ async fn write_batch(c: &Client, prefix: &str, batch: usize) {
 /// written in all and that snapshot's zxid. A member writes a snapshot
 /// beside its writes, one at a time, and takes the next only as it applies
 /// more: on an idle machine 400 writes were over before the leader's first
-/// snapshot was durable. Bounded: 40 batches, 2 s of waiting after each.
+/// snapshot was durable. Bounded: 40 batches, up to 2 s of waiting before each.
 async fn write_until_snapshot_past(
     ensemble: &Ensemble,
     c: &Client,
@@ -399,7 +399,7 @@ async fn write_until_snapshot_past(
 ) -> (usize, u64) {
     for _ in 0..40 {
         for _ in 0..20 {
-            let newest = ensemble.status(leader).await.map_or(0, |s| s.last_snapshot_zxid);
+            let newest = ensemble.status(leader).await.expect("the leader's status").last_snapshot_zxid;
             if newest > past {
                 return (batches, newest);
             }
