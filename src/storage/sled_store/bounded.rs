@@ -153,8 +153,7 @@ fn growth_is_told_from_sleds_steps_by_how_often_the_size_rises() {
     late_steps.extend([28; 18]);
     assert_eq!(steady_growth(&held(&late_steps)), None);
     // A leak of half a MiB a round.
-    let leak: Vec<u64> = (0..57).map(|round| (14 << 20) + round * (512 << 10)).collect();
-    let leak: Vec<(u64, u64)> = leak.into_iter().map(|disk| (disk, 4 << 20)).collect();
+    let leak: Vec<(u64, u64)> = (0..57).map(|round| ((14 << 20) + round * (512 << 10), 4 << 20)).collect();
     assert!(steady_growth(&leak).is_some());
     // A leak as slow as a segment every third round still rises a third of the time.
     let slow: Vec<u64> = (0..57).map(|round| 14 + 2 * (round / 3)).collect();
