@@ -80,7 +80,7 @@ fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
 }
 
 /// `GET /metrics` over plain HTTP/1.0.
-fn scrape(ensemble: &Ensemble, id: u64) -> String {
+pub(crate) fn scrape(ensemble: &Ensemble, id: u64) -> String {
     let addr = ensemble.members[id as usize - 1].ports.metrics;
     let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).expect("metrics port");
     stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
@@ -94,7 +94,7 @@ fn scrape(ensemble: &Ensemble, id: u64) -> String {
 }
 
 /// Parses Prometheus text: every line a comment or `name{labels} value`.
-fn samples(text: &str) -> BTreeMap<String, f64> {
+pub(crate) fn samples(text: &str) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
         if line.starts_with('#') || line.is_empty() {

@@ -52,6 +52,16 @@ fn linearizable_reads_on_a_follower_see_every_write_acknowledged_elsewhere() {
         // Both handles share one session, in one order.
         assert_eq!(reader.get_data("/lin").await.unwrap().0, ROUNDS.to_string().as_bytes());
 
+        // The follower timed its read-index rounds: one quorum round trip each.
+        let metrics = crate::admin::samples(&crate::admin::scrape(&ensemble, reading));
+        let timed = metrics.get("zabkeeper_read_index_round_duration_seconds_count").copied().unwrap_or(0.0);
+        let asked = metrics.get("zabkeeper_read_index_rounds_total").copied().unwrap_or(0.0);
+        assert!(timed >= 1.0 && timed <= asked, "rounds timed {timed}, asked {asked}");
+        assert!(
+            metrics.get("zabkeeper_read_index_round_duration_seconds_sum").is_some_and(|s| *s > 0.0),
+            "{metrics:?}"
+        );
+
         // zkctl on the follower, right after a write acknowledged elsewhere.
         writer.set_data("/lin", b"by-zkctl", ANY_VERSION).await.unwrap();
         let zkctl = |args: &[&str]| {

@@ -176,27 +176,33 @@ def fresh_reads(args, servers, clusters):
                 if rounds0 and rounds1 and rounds1[1] > rounds0[1]:
                     # Only the read phase asks rounds: the writes around it make none.
                     docs[phase]["reads_per_round"] = (rounds1[0] - rounds0[0]) / (rounds1[1] - rounds0[1])
+                if rounds0 and rounds1 and rounds1[3] > rounds0[3]:
+                    # The followers' rounds, timed from asking to answer: one quorum round trip under this load.
+                    docs[phase]["round_ms"] = 1000 * (rounds1[2] - rounds0[2]) / (rounds1[3] - rounds0[3])
                 results.setdefault((inflight, label, name), []).append(docs[phase])
     return results
 
 
 def read_index_counts(cluster):
-    """(linearizable reads, read-index rounds) summed over a zabkeeper
-    ensemble's members, from /metrics; None for ZooKeeper."""
+    """(linearizable reads, read-index rounds, seconds and count of the
+    followers' timed rounds) summed over a zabkeeper ensemble's members,
+    from /metrics; None for ZooKeeper."""
     if not hasattr(cluster, "metric"):
         return None
-    reads = rounds = 0.0
+    totals = [0.0, 0.0, 0.0, 0.0]
+    names = ["zabkeeper_linearizable_reads_total", "zabkeeper_read_index_rounds_total",
+             "zabkeeper_read_index_round_duration_seconds_sum", "zabkeeper_read_index_round_duration_seconds_count"]
     for i in cluster.ports:
-        reads += cluster.metric(i, "zabkeeper_linearizable_reads_total") or 0.0
-        rounds += cluster.metric(i, "zabkeeper_read_index_rounds_total") or 0.0
-    return reads, rounds
+        for k, name in enumerate(names):
+            totals[k] += cluster.metric(i, name) or 0.0
+    return tuple(totals)
 
 
 def print_fresh_reads(results, sessions):
     med = lambda docs, key: statistics.median(d[key] for d in docs)
     print(f"fresh reads: {sessions} sessions, median of rounds")
     header = (f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'CPU us/read':>12} {'ctx/read':>9} {'reads/round':>12}")
+              f"{'CPU us/read':>12} {'ctx/read':>9} {'reads/round':>12} {'round ms':>9}")
     print(header)
     print("-" * len(header))
     for (inflight, label, name), docs in sorted(results.items()):
@@ -205,15 +211,19 @@ def print_fresh_reads(results, sessions):
         ctx = f"{statistics.median(c['ctx'] for c in counted):>9.2f}" if counted else f"{'-':>9}"
         batched = [d["reads_per_round"] for d in docs if "reads_per_round" in d]
         per_round = f"{statistics.median(batched):>12.1f}" if batched else f"{'-':>12}"
+        timed = [d["round_ms"] for d in docs if "round_ms" in d]
+        round_ms = f"{statistics.median(timed):>9.3f}" if timed else f"{'-':>9}"
         print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
-              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round}")
+              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
     for inflight in (1, 8):
         lin = results.get((inflight, "linearizable", "zabkeeper-lin"))
         local = results.get((inflight, "local", "zabkeeper"))
         theirs = results.get((inflight, "sync+get", "zookeeper"))
         if lin and local:
+            timed = [d["round_ms"] for d in lin if "round_ms" in d]
+            round_trip = f" (a follower's round: {statistics.median(timed):.2f} ms on average)" if timed else ""
             print(f"x{inflight}: linearizable / local {med(lin, 'ops_per_sec') / med(local, 'ops_per_sec'):.2f}x "
-                  f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms")
+                  f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms{round_trip}")
         if lin and theirs:
             print(f"x{inflight}: linearizable / ZooKeeper sync+get "
                   f"{med(lin, 'ops_per_sec') / med(theirs, 'ops_per_sec'):.2f}x throughput, "

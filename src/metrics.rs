@@ -126,6 +126,7 @@ pub struct Metrics {
     elections: Counter,
     election_seconds: Histogram,
     snapshot_seconds: Histogram,
+    read_index_round_seconds: Histogram,
     snapshot_bytes: Gauge,
     snapshot_failures: Counter,
     follower_lag: Family<FollowerLabels, Gauge>,
@@ -193,6 +194,11 @@ impl Metrics {
         let election_seconds =
             histogram(&mut registry, "election_duration", "Time from looking for a leader to serving again");
         let snapshot_seconds = histogram(&mut registry, "snapshot_duration", "Time to write a snapshot");
+        let read_index_round_seconds = histogram(
+            &mut registry,
+            "read_index_round_duration",
+            "On a follower: time from asking the leader for a read-index round to its answer",
+        );
         let snapshot_bytes = Gauge::default();
         registry.register_with_unit(
             "snapshot_size",
@@ -295,6 +301,7 @@ impl Metrics {
             elections,
             election_seconds,
             snapshot_seconds,
+            read_index_round_seconds,
             snapshot_bytes,
             snapshot_failures,
             follower_lag,
@@ -342,6 +349,11 @@ impl Metrics {
     /// An election ended with this member serving after `elapsed`.
     pub fn election_ended(&self, elapsed: Duration) {
         self.election_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// A follower's read-index round answered `elapsed` after it was asked.
+    pub fn read_index_round(&self, elapsed: Duration) {
+        self.read_index_round_seconds.observe(elapsed.as_secs_f64());
     }
 
     /// A snapshot of `bytes` was written in `elapsed`.
@@ -416,6 +428,7 @@ mod tests {
         m.request("getData", "ok", Duration::from_millis(2));
         m.request("getData", "NoNode", Duration::from_millis(1));
         m.flushed(12, Duration::from_micros(300));
+        m.read_index_round(Duration::from_micros(150));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &m.registry).unwrap();
         assert!(out.contains("zabkeeper_requests_total{op=\"getData\",result=\"ok\"} 1"), "{out}");
@@ -423,6 +436,7 @@ mod tests {
         assert!(out.contains("zabkeeper_request_duration_seconds_count{op=\"getData\"} 2"), "{out}");
         assert!(out.contains("zabkeeper_fsync_duration_seconds_count 1"), "{out}");
         assert!(out.contains("zabkeeper_flush_batch_operations_sum 12.0"), "{out}");
+        assert!(out.contains("zabkeeper_read_index_round_duration_seconds_count 1"), "{out}");
         assert!(out.contains("# TYPE zabkeeper_elections counter"), "{out}");
         assert!(out.ends_with("# EOF\n"), "{out}");
     }

@@ -139,6 +139,7 @@ pub fn start(
         applied_tx,
         metrics: handle.metrics.clone(),
         proposed: std::collections::VecDeque::new(),
+        round: RoundTimer::default(),
         looking_since: None,
         position: Position::new(span.clone(), replica_epoch, replica_committed),
         disk,
@@ -174,6 +175,8 @@ struct Owner {
     metrics: Arc<crate::metrics::Metrics>,
     /// On the leader: proposals not yet committed, with when they were proposed.
     proposed: std::collections::VecDeque<(Zxid, std::time::Instant)>,
+    /// As a follower: times its read-index rounds.
+    round: RoundTimer,
     /// Since when this member has been without a serving leader.
     looking_since: Option<std::time::Instant>,
     /// The span of the member's position (epoch, zxid) its turns run in.
@@ -187,6 +190,40 @@ struct Owner {
     file_written_for: Option<Zxid>,
     /// Writes the config file, once a reconfiguration first asks it to.
     rewriter: Option<crate::config::rewrite::Rewriter>,
+}
+
+/// Times a follower's read-index rounds from the turn that asks one to the
+/// turn that takes its answer: the replica keeps no clock, so it reports
+/// only which round is out and how many were answered.
+#[derive(Debug, Default)]
+struct RoundTimer {
+    /// The round out, and since when.
+    out: Option<(u64, std::time::Instant)>,
+    /// Rounds answered when last looked.
+    answered: u64,
+}
+
+impl RoundTimer {
+    /// Looks at the replica's rounds after a turn; returns how long the
+    /// round that was out took, if the leader answered it this turn.
+    fn after_turn(&mut self, (in_flight, answered): (Option<u64>, u64)) -> Option<std::time::Duration> {
+        let mut took = None;
+        if let Some((number, since)) = self.out {
+            if in_flight != Some(number) {
+                // Gone: answered, or dropped as the member stopped following
+                // (then no answer came, and it is not timed).
+                if answered > self.answered {
+                    took = Some(since.elapsed());
+                }
+                self.out = None;
+            }
+        }
+        if self.out.is_none() {
+            self.out = in_flight.map(|number| (number, std::time::Instant::now()));
+        }
+        self.answered = answered;
+        took
+    }
 }
 
 /// A span naming the epoch and the committed zxid, replaced (not recorded
@@ -259,6 +296,9 @@ impl Owner {
                 break;
             }
             self.carry_out();
+            if let Some(took) = self.round.after_turn(self.replica.read_index_round()) {
+                self.metrics.read_index_round(took);
+            }
             let committed = self.replica.zab().last_committed();
             while let Some(&(zxid, at)) = self.proposed.front() {
                 if zxid > committed {

@@ -122,3 +122,17 @@ fn the_storage_worker_tells_the_store_it_is_idle_once_per_quiet_spell() {
     drop(tx);
     thread.join().expect("the worker stops when its sender is dropped");
 }
+
+#[test]
+fn a_round_is_timed_when_answered_and_not_when_dropped() {
+    let mut timer = RoundTimer::default();
+    assert_eq!(timer.after_turn((None, 0)), None, "no round yet");
+    assert_eq!(timer.after_turn((Some(1), 0)), None, "round 1 asked");
+    assert_eq!(timer.after_turn((Some(1), 0)), None, "still out");
+    // Answered, and the next asked in the same turn: round 1 is timed, 2 starts.
+    assert!(timer.after_turn((Some(2), 1)).is_some(), "round 1 answered");
+    // The member stops following: round 2 goes with no answer, untimed.
+    assert_eq!(timer.after_turn((None, 1)), None, "round 2 dropped, not answered");
+    assert_eq!(timer.after_turn((Some(3), 1)), None, "round 3 asked");
+    assert!(timer.after_turn((None, 2)).is_some(), "round 3 answered");
+}

@@ -97,6 +97,8 @@ pub struct ReadIndex {
     next: Vec<Barrier>,
     /// Follower: the last round number asked.
     rounds: u64,
+    /// Follower: rounds the leader answered, ever.
+    answered_total: u64,
     /// Local reads cleared, ever.
     cleared: u64,
     /// Probes (leader) and rounds (follower) asked for reads, ever.
@@ -116,6 +118,13 @@ impl ReadIndex {
     /// batching achieves.
     pub fn counts(&self) -> (u64, u64) {
         (self.cleared, self.asked_total)
+    }
+
+    /// Follower: the round in flight, if any, and how many rounds the leader
+    /// has answered since start. A host that notes when each round first
+    /// shows here times rounds without a clock in the replica.
+    pub fn round_progress(&self) -> (Option<u64>, u64) {
+        (self.in_flight.as_ref().map(|r| r.number), self.answered_total)
     }
 
     /// Barriers not yet answered.
@@ -234,6 +243,7 @@ impl ReadIndex {
             return Vec::new();
         };
         self.cleared += r.barriers.len() as u64;
+        self.answered_total += 1;
         r.barriers.into_iter().map(|barrier| Cleared { barrier, zxid }).collect()
     }
 }

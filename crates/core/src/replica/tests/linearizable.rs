@@ -47,11 +47,18 @@ fn a_linearizable_read_on_a_lagging_follower_sees_every_acknowledged_write() {
     e.deliver();
     assert!(reply_to(&e.take(reader), read).is_none(), "not answered before the leader's answer arrives");
     assert_eq!(e.nodes[&lagging].replica.pending_linearizable_reads(), 1);
+    let (in_flight, answered) = e.nodes[&lagging].replica.read_index_round();
+    assert!(in_flight.is_some(), "its round is out, held with the leader's messages");
     e.release_link(leader, lagging);
     let msgs = e.take(reader);
     let reply = reply_to(&msgs, read).expect("answered once the leader's answer and commits arrived");
     assert!(reply.is_ok(), "the linearizable read sees /after: {reply:?}");
     assert_eq!(e.nodes[&lagging].replica.pending_linearizable_reads(), 0);
+    assert_eq!(
+        e.nodes[&lagging].replica.read_index_round(),
+        (None, answered + 1),
+        "the round was answered, and none is out"
+    );
 }
 
 /// The story of `a_resumed_leader_answers_a_sync_only_once_a_quorum_confirms_it_still_leads`,
