@@ -177,7 +177,8 @@ def fresh_reads(args, servers, clusters):
                     # Only the read phase asks rounds: the writes around it make none.
                     docs[phase]["reads_per_round"] = (rounds1[0] - rounds0[0]) / (rounds1[1] - rounds0[1])
                 if rounds0 and rounds1 and rounds1[3] > rounds0[3]:
-                    # The followers' rounds, timed from asking to answer: one quorum round trip under this load.
+                    # The followers' rounds, timed at the ends of the turns that ask and answer them:
+                    # about one quorum round trip under this load.
                     docs[phase]["round_ms"] = 1000 * (rounds1[2] - rounds0[2]) / (rounds1[3] - rounds0[3])
                 results.setdefault((inflight, label, name), []).append(docs[phase])
     return results
@@ -189,12 +190,14 @@ def read_index_counts(cluster):
     from /metrics; None for ZooKeeper."""
     if not hasattr(cluster, "metric"):
         return None
-    totals = [0.0, 0.0, 0.0, 0.0]
     names = ["zabkeeper_linearizable_reads_total", "zabkeeper_read_index_rounds_total",
              "zabkeeper_read_index_round_duration_seconds_sum", "zabkeeper_read_index_round_duration_seconds_count"]
+    totals = [0.0] * len(names)
     for i in cluster.ports:
+        # One scrape a member, so a round's sum and count agree.
+        values = cluster.metrics(i, names)
         for k, name in enumerate(names):
-            totals[k] += cluster.metric(i, name) or 0.0
+            totals[k] += values.get(name) or 0.0
     return tuple(totals)
 
 
@@ -221,7 +224,7 @@ def print_fresh_reads(results, sessions):
         theirs = results.get((inflight, "sync+get", "zookeeper"))
         if lin and local:
             timed = [d["round_ms"] for d in lin if "round_ms" in d]
-            round_trip = f" (a follower's round: {statistics.median(timed):.2f} ms on average)" if timed else ""
+            round_trip = f" (a follower's round: {statistics.median(timed):.2f} ms, mean)" if timed else ""
             print(f"x{inflight}: linearizable / local {med(lin, 'ops_per_sec') / med(local, 'ops_per_sec'):.2f}x "
                   f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms{round_trip}")
         if lin and theirs:

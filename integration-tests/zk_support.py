@@ -193,13 +193,19 @@ class Ensemble:
 
     def metric(self, i, name):
         """Member `i`'s value of the unlabelled metric `name` from /metrics, or None."""
+        return self.metrics(i, [name]).get(name)
+
+    def metrics(self, i, names):
+        """Member `i`'s values of the unlabelled metrics `names`, from one
+        scrape of /metrics: {name: value} for those it has."""
         url = f"http://127.0.0.1:{self.ports[i]['metrics']}/metrics"
+        out = {}
         with urllib.request.urlopen(url, timeout=5) as reply:
             for line in reply.read().decode().splitlines():
                 parts = line.split()
-                if len(parts) == 2 and parts[0] == name:
-                    return float(parts[1])
-        return None
+                if len(parts) == 2 and parts[0] in names:
+                    out[parts[0]] = float(parts[1])
+        return out
 
     def hosts(self, ids=None, secure=False):
         """A ZooKeeper connect string ("127.0.0.1:p1,127.0.0.1:p2,..."); with

@@ -197,7 +197,7 @@ impl Metrics {
         let read_index_round_seconds = histogram(
             &mut registry,
             "read_index_round_duration",
-            "On a follower: time from asking the leader for a read-index round to its answer",
+            "On a follower or observer: time from asking the leader for a read-index round to its answer, timed at the ends of the member's turns",
         );
         let snapshot_bytes = Gauge::default();
         registry.register_with_unit(
@@ -351,7 +351,7 @@ impl Metrics {
         self.election_seconds.observe(elapsed.as_secs_f64());
     }
 
-    /// A follower's read-index round answered `elapsed` after it was asked.
+    /// A follower's (or observer's) read-index round answered `elapsed` after it was asked.
     pub fn read_index_round(&self, elapsed: Duration) {
         self.read_index_round_seconds.observe(elapsed.as_secs_f64());
     }

@@ -175,7 +175,7 @@ struct Owner {
     metrics: Arc<crate::metrics::Metrics>,
     /// On the leader: proposals not yet committed, with when they were proposed.
     proposed: std::collections::VecDeque<(Zxid, std::time::Instant)>,
-    /// As a follower: times its read-index rounds.
+    /// As a follower or observer: times its read-index rounds.
     round: RoundTimer,
     /// Since when this member has been without a serving leader.
     looking_since: Option<std::time::Instant>,
@@ -192,9 +192,11 @@ struct Owner {
     rewriter: Option<crate::config::rewrite::Rewriter>,
 }
 
-/// Times a follower's read-index rounds from the turn that asks one to the
-/// turn that takes its answer: the replica keeps no clock, so it reports
-/// only which round is out and how many were answered.
+/// Times a follower's (or observer's) read-index rounds from the end of the
+/// turn that asks one to the end of the turn that takes its answer: the
+/// replica keeps no clock, so it reports only which round is out and how
+/// many were answered. Good to a turn, which is short unless the member is
+/// swamped.
 #[derive(Debug, Default)]
 struct RoundTimer {
     /// The round out, and since when.

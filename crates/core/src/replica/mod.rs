@@ -398,8 +398,8 @@ impl Replica {
         self.read_index.pending()
     }
 
-    /// As a follower: its read-index round in flight, and the rounds the
-    /// leader has answered since start (the host times rounds by them).
+    /// As a follower or observer: its read-index round in flight, and the
+    /// rounds the leader has answered since start (the host times rounds by them).
     pub fn read_index_round(&self) -> (Option<u64>, u64) {
         self.read_index.round_progress()
     }
