@@ -169,40 +169,50 @@ def fresh_reads(args, servers, clusters):
                 if name not in servers:
                     continue
                 root = f"/reads-{r}-{inflight}-{phase}"
-                rounds0 = read_index_counts(clusters[name])
+                before = read_index_counts(clusters[name])
                 docs = run_load(args.load, servers[name], root, args, args.sessions, inflight, ["create", phase, "delete"],
                                 counter(name))
-                rounds1 = read_index_counts(clusters[name])
-                if rounds0 and rounds1 and rounds1[1] > rounds0[1]:
+                after = read_index_counts(clusters[name])
+                if before and after:
+                    gained = {key: after[key] - before[key] for key in after}
                     # Only the read phase asks rounds: the writes around it make none.
-                    docs[phase]["reads_per_round"] = (rounds1[0] - rounds0[0]) / (rounds1[1] - rounds0[1])
-                if rounds0 and rounds1 and rounds1[3] > rounds0[3]:
+                    if gained["rounds"] > 0:
+                        docs[phase]["reads_per_round"] = gained["reads"] / gained["rounds"]
                     # The followers' rounds, timed at the ends of the turns that ask and answer them:
                     # about one quorum round trip under this load.
-                    docs[phase]["round_ms"] = 1000 * (rounds1[2] - rounds0[2]) / (rounds1[3] - rounds0[3])
+                    if gained["timed"] > 0:
+                        docs[phase]["round_ms"] = 1000 * gained["timed_s"] / gained["timed"]
                 results.setdefault((inflight, label, name), []).append(docs[phase])
     return results
 
 
+READ_INDEX_METRICS = {"reads": "zabkeeper_linearizable_reads_total", "rounds": "zabkeeper_read_index_rounds_total",
+                      "timed_s": "zabkeeper_read_index_round_duration_seconds_sum",
+                      "timed": "zabkeeper_read_index_round_duration_seconds_count"}
+
+
 def read_index_counts(cluster):
-    """(linearizable reads, read-index rounds, seconds and count of the
-    followers' timed rounds) summed over a zabkeeper ensemble's members,
-    from /metrics; None for ZooKeeper."""
+    """Linearizable reads, read-index rounds, and the seconds and count of
+    the followers' timed rounds, summed over a zabkeeper ensemble's members
+    from /metrics ({key of READ_INDEX_METRICS: total}); None for ZooKeeper."""
     if not hasattr(cluster, "metric"):
         return None
-    names = ["zabkeeper_linearizable_reads_total", "zabkeeper_read_index_rounds_total",
-             "zabkeeper_read_index_round_duration_seconds_sum", "zabkeeper_read_index_round_duration_seconds_count"]
-    totals = [0.0] * len(names)
+    totals = dict.fromkeys(READ_INDEX_METRICS, 0.0)
     for i in cluster.ports:
         # One scrape a member, so a round's sum and count agree.
-        values = cluster.metrics(i, names)
-        for k, name in enumerate(names):
-            totals[k] += values.get(name) or 0.0
-    return tuple(totals)
+        values = cluster.metrics(i, list(READ_INDEX_METRICS.values()))
+        for key, name in READ_INDEX_METRICS.items():
+            totals[key] += values.get(name) or 0.0
+    return totals
 
 
 def print_fresh_reads(results, sessions):
     med = lambda docs, key: statistics.median(d[key] for d in docs)
+
+    def med_of_some(docs, key):
+        """The median over the docs that have `key`, or None."""
+        present = [d[key] for d in docs if key in d]
+        return statistics.median(present) if present else None
     print(f"fresh reads: {sessions} sessions, median of rounds")
     header = (f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
               f"{'CPU us/read':>12} {'ctx/read':>9} {'reads/round':>12} {'round ms':>9}")
@@ -212,10 +222,9 @@ def print_fresh_reads(results, sessions):
         counted = [per_write(d) for d in docs if d.get("work")]
         cpu = f"{statistics.median(c['cpu_us'] for c in counted):>12.1f}" if counted else f"{'-':>12}"
         ctx = f"{statistics.median(c['ctx'] for c in counted):>9.2f}" if counted else f"{'-':>9}"
-        batched = [d["reads_per_round"] for d in docs if "reads_per_round" in d]
-        per_round = f"{statistics.median(batched):>12.1f}" if batched else f"{'-':>12}"
-        timed = [d["round_ms"] for d in docs if "round_ms" in d]
-        round_ms = f"{statistics.median(timed):>9.3f}" if timed else f"{'-':>9}"
+        batched, timed = med_of_some(docs, "reads_per_round"), med_of_some(docs, "round_ms")
+        per_round = f"{batched:>12.1f}" if batched is not None else f"{'-':>12}"
+        round_ms = f"{timed:>9.3f}" if timed is not None else f"{'-':>9}"
         print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
               f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
     for inflight in (1, 8):
@@ -223,8 +232,8 @@ def print_fresh_reads(results, sessions):
         local = results.get((inflight, "local", "zabkeeper"))
         theirs = results.get((inflight, "sync+get", "zookeeper"))
         if lin and local:
-            timed = [d["round_ms"] for d in lin if "round_ms" in d]
-            round_trip = f" (a follower's round: {statistics.median(timed):.2f} ms, mean)" if timed else ""
+            timed = med_of_some(lin, "round_ms")
+            round_trip = f" (a follower's round: {timed:.2f} ms, mean)" if timed is not None else ""
             print(f"x{inflight}: linearizable / local {med(lin, 'ops_per_sec') / med(local, 'ops_per_sec'):.2f}x "
                   f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms{round_trip}")
         if lin and theirs:
