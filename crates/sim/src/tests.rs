@@ -18,7 +18,14 @@ fn env_number(name: &str) -> Option<u64> {
     Some(value.parse().unwrap_or_else(|e| panic!("{name} is a number: {e:?}")))
 }
 
+/// The seeds a test runs; every seeded test takes them here, so `SIM_TRACE`
+/// logs any of them.
 fn seeds(default: u64) -> Vec<u64> {
+    // SIM_TRACE=1 logs at info; any other value is the filter (SIM_TRACE=debug).
+    if let Ok(filter) = std::env::var("SIM_TRACE") {
+        let filter = if filter == "1" { "info".to_string() } else { filter };
+        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
+    }
     if let Some(seed) = env_number("SIM_SEED") {
         return vec![seed];
     }
@@ -29,11 +36,6 @@ fn seeds(default: u64) -> Vec<u64> {
 }
 
 fn run_all(nodes: u64, default: u64) {
-    // SIM_TRACE=1 logs at info; any other value is the filter (SIM_TRACE=debug).
-    if let Ok(filter) = std::env::var("SIM_TRACE") {
-        let filter = if filter == "1" { "info".to_string() } else { filter };
-        let _ = tracing_subscriber::fmt().with_test_writer().with_env_filter(filter).try_init();
-    }
     let seeds = seeds(default);
     // Schedules are independent: every core takes its share, in order, and
     // the first failure (by seed order) is the one reported.
