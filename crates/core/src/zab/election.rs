@@ -18,8 +18,9 @@ pub(super) struct Election {
     vote: Vote,
     /// Votes of this round, ours included.
     received: BTreeMap<ServerId, Vote>,
-    /// What replicas outside the election (following or leading) told us.
-    out_of_election: BTreeMap<ServerId, (Vote, PeerState)>,
+    /// What replicas outside the election (following or leading) told us,
+    /// and in which round they decided.
+    out_of_election: BTreeMap<ServerId, (Vote, PeerState, u64)>,
     /// When our vote reached a quorum.
     quorum_since: Option<u64>,
     /// When to re-send our notification, and the current interval.
@@ -254,7 +255,7 @@ impl Peer {
         if round == self.round {
             e.received.insert(from, vote);
         }
-        e.out_of_election.insert(from, (vote, state));
+        e.out_of_election.insert(from, (vote, state, round));
         // A leader outside our configuration (we are behind a
         // reconfiguration, or not yet a member) never writes to us: ask it,
         // it answers a looker with its own word that it leads.
@@ -279,23 +280,66 @@ impl Peer {
         if now < e.started + wait {
             return false;
         }
-        let found = e.out_of_election.iter().find_map(|(&sender, &(vote, state))| {
+        let found = e.out_of_election.iter().find_map(|(&sender, &(vote, state, _))| {
             let leader = vote.leader;
             let leads = sender == leader && state == PeerState::Leading;
             // Only voters vouch for a leader (an observer only follows one).
-            let vouch = |voter| e.out_of_election.get(&voter).is_some_and(|(v, _)| v.leader == leader);
+            let vouch = |voter| e.out_of_election.get(&voter).is_some_and(|(v, _, _)| v.leader == leader);
             // Following is safe on any configuration's word; the newest heard
             // may name members that never write to us.
             let vouched = conf.is_quorum_of_either(vouch) || own.is_quorum_of_either(vouch);
             (leads && leader != id && vouched).then_some(vote)
         });
-        match found {
-            Some(vote) => {
-                self.decide(vote);
-                true
-            }
-            None => false,
+        if let Some(vote) = found {
+            self.decide(vote);
+            return true;
         }
+        self.check_followed()
+    }
+
+    /// Leads when a quorum of our own configuration follows us (ZooKeeper's
+    /// checkLeader, for itself), though we are still looking: our vote may
+    /// have moved on to a candidate as recent as we are, or our round to a
+    /// later one. Found by soak seeds, each going round until its liveness
+    /// window ran out: the candidate voted only in a change our log held and
+    /// the followers' did not, so they never counted it; or members that had
+    /// followed a loser looked again in a new round, which took us past the
+    /// round our followers had decided in, every time. Those followers wait
+    /// for us until initLimit. A word given in a round we led in, or before,
+    /// is not counted: it may be left from that leadership (a leader that
+    /// stepped down, or handed over, is not followed back at once). Leading
+    /// is safe on any evidence: discovery counts its own quorums, and a voter
+    /// found ahead of us sends us back to an election.
+    fn check_followed(&mut self) -> bool {
+        if !self.votes() {
+            return false;
+        }
+        let (id, own_vote, own, led) = (self.config.id, self.own_vote(), self.log.configuration(), self.led_round);
+        let State::Looking(e) = &self.state else { return false };
+        // A history no longer than ours: same last zxid, same entries. (A
+        // later currentEpoch alone is a promise, not a history: a member
+        // that promised an epoch in which nothing could commit may hold it.)
+        let as_recent = e.vote.zxid <= own_vote.zxid;
+        // The candidate we vote for says it leads: ours is the second
+        // leadership, and would split the followers between the two (a soak
+        // seed did, round after round). `check_join` follows it once a
+        // quorum vouches for it; until then its followers come back looking.
+        let candidate_leads = e.vote.leader != id
+            && e.out_of_election
+                .get(&e.vote.leader)
+                .is_some_and(|(v, s, _)| v.leader == e.vote.leader && *s == PeerState::Leading);
+        let follows_us = |voter| {
+            let fresh = |round: u64| led.is_none_or(|led| round > led);
+            voter == id
+                || e.out_of_election
+                    .get(&voter)
+                    .is_some_and(|(v, s, r)| v.leader == id && *s == PeerState::Following && fresh(*r))
+        };
+        if !as_recent || candidate_leads || !own.is_quorum(follows_us) {
+            return false;
+        }
+        self.decide(own_vote);
+        true
     }
 
     /// Ends the election when our vote has a quorum and either every voter
@@ -370,6 +414,7 @@ impl Peer {
         self.decided = Some(vote);
         if vote.leader == self.config.id {
             tracing::info!(id = self.config.id, round = self.round, zxid = %vote.zxid, "elected leader");
+            self.led_round = Some(self.round);
             self.state = State::Leading(Leader::new(self.now));
             self.set_status(Status { role: Role::Leading, epoch: 0, leader: Some(self.config.id), serving: false });
             self.leader_start();

@@ -359,6 +359,9 @@ pub struct Peer {
     round: u64,
     /// The vote that ended the last election (what we tell lookers).
     decided: Option<Vote>,
+    /// The last round in which we decided to lead: a member's word that it
+    /// follows us, given in that round or before, may be left from then.
+    led_round: Option<u64>,
     next_seq: u64,
     durable_seq: u64,
     /// Appends not yet durable: (sequence number, last zxid of the batch).
@@ -400,6 +403,7 @@ impl Peer {
             now: 0,
             round: 0,
             decided: None,
+            led_round: None,
             next_seq: 1,
             durable_seq: 0,
             appends_in_flight: VecDeque::new(),

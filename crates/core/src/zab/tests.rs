@@ -873,6 +873,7 @@ fn a_follower_whose_disk_stalled_acknowledges_the_backlog_with_one_ack() {
     assert_eq!(acks, vec![(leader, prev)], "one ACK, of the newest entry");
 }
 
+mod election;
 mod load;
 mod observers;
 mod probes;
