@@ -78,6 +78,18 @@ impl Replica {
         let Some(conn) = self.conns.of_session(session) else { return };
         let Some(c) = self.conns.get_mut(conn) else { return };
         if c.queue.complete(cxid, |op| shape_reply(op, applied.result)) {
+            if matches!(txn.body, TxnBody::Error(ErrorCode::SessionMoved)) {
+                // The leader holds the session as attached to another member,
+                // so every later write here would be refused too. Close the
+                // connection, as ZooKeeper does: the client reconnects, and
+                // its new connection moves the session to wherever it is.
+                // (A connect the client had given up on, revalidated at
+                // another member afterwards, fenced the one it uses: found
+                // by a soak seed.)
+                self.send_ready(conn);
+                self.close_conn(conn, ErrorCode::SessionMoved, "the leader holds the session as attached elsewhere");
+                return;
+            }
             touched.insert(conn);
         } else if matches!(txn.body, TxnBody::CloseSession { .. }) {
             // Expired by the leader: the client learns on its next connect.

@@ -152,7 +152,7 @@ impl Replica {
     }
 
     /// Sends the replies at the front that are ready.
-    fn send_ready(&mut self, conn: ConnId) -> Sent {
+    pub(super) fn send_ready(&mut self, conn: ConnId) -> Sent {
         let mut sent = Sent::None;
         loop {
             let Some(c) = self.conns.get_mut(conn) else { return Sent::Closed };
@@ -197,7 +197,7 @@ impl Replica {
 }
 
 /// What [`Replica::send_ready`] did.
-enum Sent {
+pub(super) enum Sent {
     /// Nothing was ready.
     None,
     /// Some replies went out.

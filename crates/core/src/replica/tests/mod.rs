@@ -377,6 +377,46 @@ fn a_write_left_in_flight_on_the_old_member_is_fenced_once_the_session_moves() {
             if *xid == stale && err.code == ErrorCode::SessionMoved)),
         "the old connection's write is answered SessionMoved: {answer:?}"
     );
+    assert!(
+        matches!(answer.last(), Some(ClientMessage::Close { error: ErrorCode::SessionMoved, .. })),
+        "and the old connection is closed, as ZooKeeper closes it: {answer:?}"
+    );
+}
+
+/// Found by a soak seed of the simulation: a client gave up on a connect to
+/// `b` that was slow to revalidate and resumed its session on `a`; the
+/// revalidation reached the leader afterwards and moved the session to `b`.
+/// Every write on `a` was then refused SessionMoved on a connection that
+/// stayed open, for ever. Closed instead, the client reconnects and its
+/// writes go through.
+#[test]
+fn a_connection_fenced_by_a_connect_given_up_on_closes_and_its_session_resumes() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (a, b) = followers_of(leader);
+    let (first, session, password) = e.connect(a);
+    e.call(first, create("/n", CreateMode::Persistent)).unwrap();
+    let resume =
+        || ConnectRequest { session_id: session.0, password: password.clone(), timeout_ms: 1000, last_zxid_seen: 0 };
+    e.hold_link(b, leader);
+    let given_up = e.connect_with(b, resume());
+    assert!(e.take(given_up).is_empty(), "b waits for the leader to revalidate the session");
+    let used = e.connect_with(a, resume());
+    assert!(matches!(e.take(used).first(), Some(ClientMessage::Connected { .. })));
+    e.release_link(b, leader);
+    e.settle(2);
+    let set = Op::SetData { path: "/n".into(), data: Bytes::from_static(b"x").into(), version: -1 };
+    let xid = e.send(used, set.clone());
+    e.settle(2);
+    let answer = e.take(used);
+    assert!(
+        matches!(answer.as_slice(), [.., ClientMessage::Reply { xid: x, reply: Err(err), .. }, ClientMessage::Close { error: ErrorCode::SessionMoved, .. }]
+            if *x == xid && err.code == ErrorCode::SessionMoved),
+        "refused, then closed: {answer:?}"
+    );
+    let again = e.connect_with(a, resume());
+    assert!(matches!(e.take(again).first(), Some(ClientMessage::Connected { .. })));
+    assert!(e.call(again, set).is_ok(), "the reconnected session writes again");
 }
 
 fn new_session_request() -> ConnectRequest {
