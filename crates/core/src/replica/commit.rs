@@ -81,7 +81,8 @@ impl Replica {
             if matches!(txn.body, TxnBody::Error(ErrorCode::SessionMoved)) {
                 // The leader holds the session as attached to another member,
                 // so every later write here would be refused too. Close the
-                // connection, as ZooKeeper does: the client reconnects, and
+                // connection, as ZooKeeper does (ZOOKEEPER-710; it sends no
+                // answer, we do, since the write was not applied): the client reconnects, and
                 // its new connection moves the session to wherever it is.
                 // (A connect the client had given up on, revalidated at
                 // another member afterwards, fenced the one it uses: found

@@ -19,7 +19,7 @@ pub(super) struct Election {
     /// Votes of this round, ours included.
     received: BTreeMap<ServerId, Vote>,
     /// What replicas outside the election (following or leading) told us,
-    /// and in which round they decided.
+    /// and the round they gave with it.
     out_of_election: BTreeMap<ServerId, (Vote, PeerState, u64)>,
     /// When our vote reached a quorum.
     quorum_since: Option<u64>,
@@ -297,29 +297,32 @@ impl Peer {
         self.check_followed()
     }
 
-    /// Leads when a quorum of our own configuration follows us (ZooKeeper's
-    /// checkLeader, for itself), though we are still looking: our vote may
+    /// Leads when a quorum of our own configuration follows us, as ZooKeeper's
+    /// checkLeader does for itself, though across rounds (it asks the same
+    /// round), while we are still looking: our vote may
     /// have moved on to a candidate as recent as we are, or our round to a
     /// later one. Found by soak seeds, each going round until its liveness
     /// window ran out: the candidate voted only in a change our log held and
     /// the followers' did not, so they never counted it; or members that had
     /// followed a loser looked again in a new round, which took us past the
     /// round our followers had decided in, every time. Those followers wait
-    /// for us until initLimit. A word given in a round we led in, or before,
-    /// is not counted: it may be left from that leadership (a leader that
-    /// stepped down, or handed over, is not followed back at once). Leading
-    /// is safe on any evidence: discovery counts its own quorums, and a voter
-    /// found ahead of us sends us back to an election.
+    /// for us until initLimit. A word left from a leadership of ours is not
+    /// counted: one given in a round we led in or before, or naming us with a
+    /// history other than ours now (an established leadership moved our
+    /// epoch on). Nor does a member handing over lead on it: its nominee
+    /// does. Leading is safe on any evidence: discovery counts its own
+    /// quorums, and a voter found ahead of us sends us back to an election.
     fn check_followed(&mut self) -> bool {
         if !self.votes() {
             return false;
         }
         let (id, own_vote, own, led) = (self.config.id, self.own_vote(), self.log.configuration(), self.led_round);
         let State::Looking(e) = &self.state else { return false };
-        // A history no longer than ours: same last zxid, same entries. (A
-        // later currentEpoch alone is a promise, not a history: a member
-        // that promised an epoch in which nothing could commit may hold it.)
+        // A history no longer than ours, by last zxid. (A later currentEpoch
+        // alone is a promise, not a history: a member that promised an epoch
+        // in which nothing could commit may hold it.)
         let as_recent = e.vote.zxid <= own_vote.zxid;
+        let handing_over = e.vote.nominated && e.vote.leader != id;
         // The candidate we vote for says it leads: ours is the second
         // leadership, and would split the followers between the two (a soak
         // seed did, round after round). `check_join` follows it once a
@@ -329,13 +332,15 @@ impl Peer {
                 .get(&e.vote.leader)
                 .is_some_and(|(v, s, _)| v.leader == e.vote.leader && *s == PeerState::Leading);
         let follows_us = |voter| {
-            let fresh = |round: u64| led.is_none_or(|led| round > led);
+            let fresh = |v: &Vote, round: u64| {
+                led.is_none_or(|led| round > led) && (v.epoch, v.zxid) == (own_vote.epoch, own_vote.zxid)
+            };
             voter == id
                 || e.out_of_election
                     .get(&voter)
-                    .is_some_and(|(v, s, r)| v.leader == id && *s == PeerState::Following && fresh(*r))
+                    .is_some_and(|(v, s, r)| v.leader == id && *s == PeerState::Following && fresh(v, *r))
         };
-        if !as_recent || candidate_leads || !own.is_quorum(follows_us) {
+        if !as_recent || handing_over || candidate_leads || !own.is_quorum(follows_us) {
             return false;
         }
         self.decide(own_vote);

@@ -46,6 +46,30 @@ fn a_leader_that_stepped_down_is_not_followed_back_on_words_left_from_its_leader
     hear(&mut peer, 2, 1, for_1, PeerState::Following);
     hear(&mut peer, 3, 1, for_1, PeerState::Following);
     assert_eq!(peer.status().role, Role::Looking, "words from round 1, in which it led, are stale");
+    // Round 3 begins (a looker's word), so round 2's is only a follower's.
+    hear(&mut peer, 3, 3, Vote::new(0, Zxid::ZERO, 0), PeerState::Looking);
     hear(&mut peer, 2, 2, for_1, PeerState::Following);
     assert_eq!(peer.status().role, Role::Leading, "a word from round 2 is not");
+}
+
+/// A word naming us with a history other than ours now is left from a
+/// leadership that moved our epoch on (a follower that rejoined in a later
+/// round than the one we led in still names that leadership).
+#[test]
+fn a_word_naming_another_history_of_ours_is_not_counted() {
+    let mut peer = looking_in(3);
+    hear(&mut peer, 2, 2, Vote::new(1, Zxid::ZERO, 1), PeerState::Following);
+    assert_eq!(peer.status().role, Role::Looking);
+}
+
+/// A leader handing over votes for its nominee: its followers' words that
+/// they follow it (one rejoining misses the STEPDOWN) do not take the
+/// leadership back from the nominee.
+#[test]
+fn a_member_handing_over_does_not_lead_on_its_followers_word() {
+    let mut peer = looking_in(3);
+    peer.become_looking_nominating(2, "handing over");
+    let round = peer.round;
+    hear(&mut peer, 3, round, Vote::new(0, Zxid::ZERO, 1), PeerState::Following);
+    assert_eq!(peer.status().role, Role::Looking, "2 is the nominee");
 }
