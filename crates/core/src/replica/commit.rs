@@ -79,14 +79,11 @@ impl Replica {
         let Some(c) = self.conns.get_mut(conn) else { return };
         if c.queue.complete(cxid, |op| shape_reply(op, applied.result)) {
             if matches!(txn.body, TxnBody::Error(ErrorCode::SessionMoved)) {
-                // The leader holds the session as attached to another member,
-                // so every later write here would be refused too. Close the
-                // connection, as ZooKeeper does (ZOOKEEPER-710; it sends no
-                // answer, we do, since the write was not applied): the client reconnects, and
-                // its new connection moves the session to wherever it is.
-                // (A connect the client had given up on, revalidated at
-                // another member afterwards, fenced the one it uses: found
-                // by a soak seed.)
+                // The leader holds the session as attached to another member
+                // (a connect given up on was revalidated there late), so
+                // every later write here would be refused too. Answer, then
+                // close, as ZooKeeper closes (ZOOKEEPER-710, without the
+                // answer): the client's reconnect moves the session back.
                 self.send_ready(conn);
                 self.close_conn(conn, ErrorCode::SessionMoved, "the leader holds the session as attached elsewhere");
                 return;

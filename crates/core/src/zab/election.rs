@@ -297,21 +297,14 @@ impl Peer {
         self.check_followed()
     }
 
-    /// Leads when a quorum of our own configuration follows us, as ZooKeeper's
-    /// checkLeader does for itself, though across rounds (it asks the same
-    /// round), while we are still looking: our vote may
-    /// have moved on to a candidate as recent as we are, or our round to a
-    /// later one. Found by soak seeds, each going round until its liveness
-    /// window ran out: the candidate voted only in a change our log held and
-    /// the followers' did not, so they never counted it; or members that had
-    /// followed a loser looked again in a new round, which took us past the
-    /// round our followers had decided in, every time. Those followers wait
-    /// for us until initLimit. A word left from a leadership of ours is not
-    /// counted: one given in a round we led in or before, or naming us with a
-    /// history other than ours now (an established leadership moved our
-    /// epoch on). Nor does a member handing over lead on it: its nominee
-    /// does. Leading is safe on any evidence: discovery counts its own
-    /// quorums, and a voter found ahead of us sends us back to an election.
+    /// Leads when a quorum of our own configuration follows us though we
+    /// still look: our vote moved on to a candidate no more recent than us
+    /// (one they do not count), or our round moved past theirs. Not on a
+    /// word left from a leadership of ours, nor while handing over, nor
+    /// while the candidate we vote for leads. ZooKeeper's checkLeader does
+    /// this for itself within one round; why across rounds, and the soak
+    /// seeds behind each condition: internals/zab.md, "Elections across a
+    /// change". Safe on any evidence: discovery counts its own quorums.
     fn check_followed(&mut self) -> bool {
         if !self.votes() {
             return false;
@@ -331,10 +324,12 @@ impl Peer {
             && e.out_of_election
                 .get(&e.vote.leader)
                 .is_some_and(|(v, s, _)| v.leader == e.vote.leader && *s == PeerState::Leading);
+        // A word left from a leadership of ours came in a round we led in
+        // (or before), or names a history we had then.
+        let fresh = |v: &Vote, round: u64| {
+            led.is_none_or(|led| round > led) && (v.epoch, v.zxid) == (own_vote.epoch, own_vote.zxid)
+        };
         let follows_us = |voter| {
-            let fresh = |v: &Vote, round: u64| {
-                led.is_none_or(|led| round > led) && (v.epoch, v.zxid) == (own_vote.epoch, own_vote.zxid)
-            };
             voter == id
                 || e.out_of_election
                     .get(&voter)

@@ -15,6 +15,16 @@ fn config(id: ServerId, n: u64) -> Config {
     Config::new(id, (1..=n).collect())
 }
 
+/// A notification of round `round` from `from`, then the ticks an election
+/// waits before it decides.
+fn hear(peer: &mut Peer, from: ServerId, round: u64, vote: Vote, state: PeerState) {
+    let msg = Message::Notification { round, vote, state, configuration: None };
+    peer.handle(Input::Message { from, msg });
+    for _ in 0..3 {
+        peer.handle(Input::Tick);
+    }
+}
+
 /// A node of the harness: the peer plus what storage durably holds.
 struct Node {
     peer: Peer,

@@ -12,14 +12,6 @@ fn looking_in(round: u64) -> Peer {
     peer
 }
 
-fn hear(peer: &mut Peer, from: ServerId, round: u64, vote: Vote, state: PeerState) {
-    let msg = Message::Notification { round, vote, state, configuration: None };
-    peer.handle(Input::Message { from, msg });
-    for _ in 0..2 {
-        peer.handle(Input::Tick);
-    }
-}
-
 /// Found by a soak seed (1 599 900 195 of `membership_changes_...`):
 /// followers decided for this member in one round; members that had
 /// followed a loser looked again in the next, which took this member past

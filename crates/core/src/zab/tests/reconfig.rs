@@ -196,14 +196,6 @@ fn holding_a_change_to_four() -> Peer {
     peer
 }
 
-fn hear(peer: &mut Peer, from: ServerId, vote: Vote, state: PeerState) {
-    let msg = Message::Notification { round: 1, vote, state, configuration: None };
-    peer.handle(Input::Message { from, msg });
-    for _ in 0..3 {
-        peer.handle(Input::Tick);
-    }
-}
-
 /// Found by a soak seed (1 599 900 102 of `membership_changes_...`): 4,
 /// as recent as 2 and a higher id, won 2's vote; 1 and 3 do not count 4 (it
 /// is no voter of theirs), heard 2's first vote and followed 2; 2 waited for
@@ -214,34 +206,34 @@ fn hear(peer: &mut Peer, from: ServerId, vote: Vote, state: PeerState) {
 fn a_member_a_quorum_follows_leads_though_its_vote_moved_on() {
     let mut peer = holding_a_change_to_four();
     let (for_4, for_2) = (Vote::new(1, Zxid::new(1, 1), 4), Vote::new(1, Zxid::new(1, 1), 2));
-    hear(&mut peer, 4, for_4, PeerState::Looking);
-    hear(&mut peer, 1, for_2, PeerState::Following);
+    hear(&mut peer, 4, 1, for_4, PeerState::Looking);
+    hear(&mut peer, 1, 1, for_2, PeerState::Following);
     assert_eq!(peer.status().role, Role::Looking, "{{1, 2}} is no majority of {{1, 2, 3, 4}}");
-    hear(&mut peer, 3, for_2, PeerState::Following);
+    hear(&mut peer, 3, 1, for_2, PeerState::Following);
     assert_eq!(peer.status().role, Role::Leading, "{{1, 2, 3}} is a majority of both");
 
     // Also when 4 has promised a later epoch over the same history (seed
     // 1 599 896 033): a promise is not a history.
     let mut peer = holding_a_change_to_four();
-    hear(&mut peer, 4, Vote::new(2, Zxid::new(1, 1), 4), PeerState::Looking);
-    hear(&mut peer, 1, for_2, PeerState::Following);
-    hear(&mut peer, 3, for_2, PeerState::Following);
+    hear(&mut peer, 4, 1, Vote::new(2, Zxid::new(1, 1), 4), PeerState::Looking);
+    hear(&mut peer, 1, 1, for_2, PeerState::Following);
+    hear(&mut peer, 3, 1, for_2, PeerState::Following);
     assert_eq!(peer.status().role, Role::Leading);
 
     // Not while 4 says it leads (seed 1 599 901 472): a second leadership
     // would split the followers.
     let mut peer = holding_a_change_to_four();
-    hear(&mut peer, 4, for_4, PeerState::Looking);
-    hear(&mut peer, 4, for_4, PeerState::Leading);
-    hear(&mut peer, 1, for_2, PeerState::Following);
-    hear(&mut peer, 3, for_2, PeerState::Following);
+    hear(&mut peer, 4, 1, for_4, PeerState::Looking);
+    hear(&mut peer, 4, 1, for_4, PeerState::Leading);
+    hear(&mut peer, 1, 1, for_2, PeerState::Following);
+    hear(&mut peer, 3, 1, for_2, PeerState::Following);
     assert_eq!(peer.status().role, Role::Looking);
 
     // Not while its vote names a longer history: that leader would find
     // a follower ahead of it.
     let mut peer = holding_a_change_to_four();
-    hear(&mut peer, 4, Vote::new(1, Zxid::new(1, 2), 4), PeerState::Looking);
-    hear(&mut peer, 1, for_2, PeerState::Following);
-    hear(&mut peer, 3, for_2, PeerState::Following);
+    hear(&mut peer, 4, 1, Vote::new(1, Zxid::new(1, 2), 4), PeerState::Looking);
+    hear(&mut peer, 1, 1, for_2, PeerState::Following);
+    hear(&mut peer, 3, 1, for_2, PeerState::Following);
     assert_eq!(peer.status().role, Role::Looking);
 }
