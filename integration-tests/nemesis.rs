@@ -4,14 +4,16 @@
 //! `zookeeper-client` crate; member 1 runs with `linearizable_reads = true`,
 //! so the plain reads of the client that stays on it are linearizable reads
 //! and are checked as sync reads are) while a nemesis kill -9s, SIGSTOPs and restarts
-//! leaders and followers, or removes one from the configuration and adds it
-//! back (`zkctl admin member`), never more than one member at once; then every
-//! member is killed together and restarted. Every operation is recorded, and
+//! leaders and followers, removes one from the configuration and adds it
+//! back (`zkctl admin member`), or hands leadership to a follower
+//! (`zkctl admin leader transfer`), never more than one member at once; then
+//! every member is killed together and restarted. Every operation is recorded, and
 //! [`history::check`] verifies the record against ZooKeeper's guarantees
 //! (see the checker's own tests for what each check catches).
 //!
 //! `NEMESIS_SECS` sets how long the faults run (15 s by default, as part of
-//! `make test`; `make test-nemesis` runs longer). Every loop is bounded in
+//! `make test`; `make test-nemesis` runs longer); `NEMESIS_SEED` picks another
+//! schedule of faults (the run prints the one it used). Every loop is bounded in
 //! count and time; members are stopped by PID.
 
 mod support;
@@ -34,8 +36,11 @@ use zookeeper_client as zk;
 const KEYS: [&str; 3] = ["/nemesis/k0", "/nemesis/k1", "/nemesis/k2"];
 /// Client sessions (two per member).
 const CLIENTS: usize = 6;
-/// Most operations one client makes, however long the run.
+/// Most operations one client makes in a run of a minute or less.
 const MAX_OPS_PER_CLIENT: usize = 50_000;
+/// Longer runs allow this many a second of the run, so that memory and the
+/// checker's time stay bounded (the clients do thousands a second each).
+const OPS_PER_CLIENT_SECOND: usize = 250;
 /// A request not answered in this long counts as Unknown.
 const OP_TIMEOUT: Duration = Duration::from_secs(4);
 
@@ -61,6 +66,11 @@ fn run_seconds() -> u64 {
     std::env::var("NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15)
 }
 
+/// The seed of the faults' schedule: `NEMESIS_SEED`, or the one CI runs.
+fn seed() -> u64 {
+    std::env::var("NEMESIS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6e6d_e515)
+}
+
 fn initial_value(key: &str) -> String {
     format!("init:{key}")
 }
@@ -73,16 +83,23 @@ async fn session(hosts: &str) -> Option<zk::Client> {
 /// What a client task does until `until`: a random mix on random keys,
 /// each operation recorded before it is sent and when its answer comes.
 /// `linearizable`: the client's member makes every read linearizable.
+/// Its operations are spread over the run, so that the last faults meet
+/// a load too (unpaced, they ran out in under a minute).
 async fn client_loop(index: usize, hosts: String, linearizable: bool, recorder: Recorder, until: Instant) {
     let mut rng = StdRng::seed_from_u64(0x6e6d_0000 + index as u64);
     let mut client: Option<zk::Client> = None;
     // The last version this client saw per key: what its CAS expects.
     let mut seen: BTreeMap<&str, i32> = BTreeMap::new();
     let mut written = 0u64;
-    for _ in 0..MAX_OPS_PER_CLIENT {
+    let started = tokio::time::Instant::now();
+    let run = Duration::from_secs(run_seconds());
+    let budget = MAX_OPS_PER_CLIENT.max(OPS_PER_CLIENT_SECOND * run.as_secs() as usize);
+    let pace = run / budget as u32;
+    for op in 0..budget {
         if Instant::now() >= until {
             break;
         }
+        tokio::time::sleep_until(started + pace * op as u32).await;
         let Some(c) = client.as_ref() else {
             client = session(&hosts).await;
             if client.is_none() {
@@ -153,11 +170,11 @@ fn signal(ensemble: &mut Ensemble, id: u64, signal: &str) {
     }
 }
 
-/// `zkctl admin member ARGS` through member `via` (it finds the leader),
-/// retried while a change is under way or the leader moves (bounded).
-fn reconfigure(ensemble: &Ensemble, via: u64, args: &[&str]) {
-    let mut all = vec!["admin", "member"];
-    all.extend_from_slice(args);
+/// `zkctl admin ARGS` through member `via` (it finds the leader), retried
+/// while a change is under way or the leader moves (bounded); an error
+/// naming `settled` means what was asked already holds.
+fn admin(ensemble: &Ensemble, via: u64, args: &[&str], settled: Option<&str>) {
+    let all: Vec<&str> = std::iter::once("admin").chain(args.iter().copied()).collect();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let out = ensemble.zkctl(via, &all);
@@ -165,16 +182,20 @@ fn reconfigure(ensemble: &Ensemble, via: u64, args: &[&str]) {
             return;
         }
         let why = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(Instant::now() < deadline, "zkctl admin member {args:?} kept failing: {why}");
+        if settled.is_some_and(|s| why.contains(s)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "zkctl admin {args:?} kept failing: {why}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
-/// Kills and stops members, and changes the membership, one at a time,
-/// until `until`; returns what it did.
+/// Kills and stops members, changes the membership and moves leadership,
+/// one at a time, until `until`; returns what it did.
 fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant, started: Instant) -> Vec<String> {
-    let mut rng = StdRng::seed_from_u64(0x6e6d_e515);
-    let mut timeline = Vec::new();
+    let seed = seed();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut timeline = vec![format!("faults from NEMESIS_SEED={seed}")];
     let ids = ensemble.ids();
     for _ in 0..1000 {
         std::thread::sleep(Duration::from_millis(rng.random_range(500..1500)));
@@ -191,16 +212,21 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
         let role = if victim == leader { "leader" } else { "follower" };
         let down_for = Duration::from_millis(rng.random_range(300..3000));
         let at = started.elapsed().as_secs_f64();
-        if rng.random_bool(0.25) {
+        if victim != leader && rng.random_bool(0.15) {
+            // Leadership handed to a follower under the load, at once
+            // (no election timeout): in-flight proposals must commit first.
+            timeline.push(format!("{at:7.2}s hand leadership from {leader} to follower {victim}"));
+            admin(ensemble, leader, &["leader", "transfer", "--to", &victim.to_string()], Some("already leads"));
+        } else if rng.random_bool(0.25) {
             // A membership change under the load: the victim leaves the
             // configuration (it keeps serving its clients without a vote)
             // and comes back with its line.
             timeline.push(format!("{at:7.2}s remove {role} {victim} from the configuration for {down_for:?}"));
-            reconfigure(ensemble, leader, &["remove", &victim.to_string()]);
+            admin(ensemble, leader, &["member", "remove", &victim.to_string()], None);
             std::thread::sleep(down_for);
             timeline.push(format!("{:7.2}s add member {victim} back", started.elapsed().as_secs_f64()));
             let line = ensemble.server_line(victim, "participant");
-            reconfigure(ensemble, leader, &["add", &line]);
+            admin(ensemble, leader, &["member", "add", &line], None);
         } else if rng.random_bool(0.5) {
             timeline.push(format!("{at:7.2}s kill -9 {role} {victim}, restart after {down_for:?}"));
             ensemble.kill(victim);
