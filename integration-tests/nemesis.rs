@@ -13,7 +13,7 @@
 //!
 //! `NEMESIS_SECS` sets how long the faults run (15 s by default, as part of
 //! `make test`; `make test-nemesis` runs longer); `NEMESIS_SEED` picks another
-//! schedule of faults (the run prints the one it used). Every loop is bounded in
+//! schedule of faults and of the sessions' operations (the run prints it). Every loop is bounded in
 //! count and time; members are stopped by PID.
 
 mod support;
@@ -86,7 +86,7 @@ async fn session(hosts: &str) -> Option<zk::Client> {
 /// Its operations are spread over the run, so that the last faults meet
 /// a load too (unpaced, they ran out in under a minute).
 async fn client_loop(index: usize, hosts: String, linearizable: bool, recorder: Recorder, until: Instant) {
-    let mut rng = StdRng::seed_from_u64(0x6e6d_0000 + index as u64);
+    let mut rng = StdRng::seed_from_u64(seed().rotate_left(16) ^ index as u64);
     let mut client: Option<zk::Client> = None;
     // The last version this client saw per key: what its CAS expects.
     let mut seen: BTreeMap<&str, i32> = BTreeMap::new();
