@@ -36,7 +36,7 @@ use zookeeper_client as zk;
 const KEYS: [&str; 3] = ["/nemesis/k0", "/nemesis/k1", "/nemesis/k2"];
 /// Client sessions (two per member).
 const CLIENTS: usize = 6;
-/// Most operations one client makes in a run of a minute or less.
+/// Most operations one client makes in a run of up to 200 s.
 const MAX_OPS_PER_CLIENT: usize = 50_000;
 /// Longer runs allow this many a second of the run, so that memory and the
 /// checker's time stay bounded (the clients do thousands a second each).
@@ -62,13 +62,24 @@ fn start_all(ensemble: &mut Ensemble) {
     ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
 }
 
-fn run_seconds() -> u64 {
-    std::env::var("NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15)
+/// A number from the environment, or `default`; a value that is set but no
+/// number stops the run rather than quietly running another one.
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
 }
 
-/// The seed of the faults' schedule: `NEMESIS_SEED`, or the one CI runs.
+/// How long the faults run (at most a day, which keeps the pacing in range).
+fn run_seconds() -> u64 {
+    env_number("NEMESIS_SECS", 15).min(86_400)
+}
+
+/// The seed of the faults' schedule and of the sessions' operations:
+/// `NEMESIS_SEED`, or the one CI runs.
 fn seed() -> u64 {
-    std::env::var("NEMESIS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6e6d_e515)
+    env_number("NEMESIS_SEED", 0x6e6d_e515)
 }
 
 fn initial_value(key: &str) -> String {
@@ -94,7 +105,8 @@ async fn client_loop(index: usize, hosts: String, linearizable: bool, recorder: 
     let started = tokio::time::Instant::now();
     let run = Duration::from_secs(run_seconds());
     let budget = MAX_OPS_PER_CLIENT.max(OPS_PER_CLIENT_SECOND * run.as_secs() as usize);
-    let pace = run / budget as u32;
+    // At most 250 x 86 400 operations: a u32 holds the budget and every index.
+    let pace = run / u32::try_from(budget).expect("the budget fits a u32");
     for op in 0..budget {
         if Instant::now() >= until {
             break;
@@ -190,20 +202,34 @@ fn admin(ensemble: &Ensemble, via: u64, args: &[&str], settled: Option<&str>) {
     }
 }
 
+/// The faults, one at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    Kill,
+    Stop,
+    Membership,
+    Transfer,
+}
+
+/// The first faults of every run are one of each kind, so that a short run
+/// (CI's 60 s, `make test`'s 15 s) meets them all; then they are drawn.
+const FIRST_FAULTS: [Fault; 4] = [Fault::Transfer, Fault::Kill, Fault::Membership, Fault::Stop];
+
 /// Kills and stops members, changes the membership and moves leadership,
 /// one at a time, until `until`; returns what it did.
 fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant, started: Instant) -> Vec<String> {
-    let seed = seed();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut timeline = vec![format!("faults from NEMESIS_SEED={seed}")];
+    let mut rng = StdRng::seed_from_u64(seed());
+    let mut timeline = Vec::new();
     let ids = ensemble.ids();
-    for _ in 0..1000 {
+    let mut counts: BTreeMap<Fault, usize> = BTreeMap::new();
+    for round in 0..1000 {
         std::thread::sleep(Duration::from_millis(rng.random_range(500..1500)));
         if Instant::now() >= until {
             break;
         }
         let leader = rt.block_on(ensemble.leader(Duration::from_secs(30)));
-        let victim = if rng.random_bool(0.5) {
+        let first = FIRST_FAULTS.get(round).copied();
+        let victim = if first != Some(Fault::Transfer) && rng.random_bool(0.5) {
             leader
         } else {
             let followers: Vec<u64> = ids.iter().copied().filter(|id| *id != leader).collect();
@@ -212,12 +238,24 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
         let role = if victim == leader { "leader" } else { "follower" };
         let down_for = Duration::from_millis(rng.random_range(300..3000));
         let at = started.elapsed().as_secs_f64();
-        if victim != leader && rng.random_bool(0.15) {
+        let fault = first.unwrap_or_else(|| {
+            if victim != leader && rng.random_bool(0.15) {
+                Fault::Transfer
+            } else if rng.random_bool(0.25) {
+                Fault::Membership
+            } else if rng.random_bool(0.5) {
+                Fault::Kill
+            } else {
+                Fault::Stop
+            }
+        });
+        *counts.entry(fault).or_default() += 1;
+        if fault == Fault::Transfer {
             // Leadership handed to a follower under the load, at once
             // (no election timeout): in-flight proposals must commit first.
             timeline.push(format!("{at:7.2}s hand leadership from {leader} to follower {victim}"));
             admin(ensemble, leader, &["leader", "transfer", "--to", &victim.to_string()], Some("already leads"));
-        } else if rng.random_bool(0.25) {
+        } else if fault == Fault::Membership {
             // A membership change under the load: the victim leaves the
             // configuration (it keeps serving its clients without a vote)
             // and comes back with its line.
@@ -227,7 +265,7 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
             timeline.push(format!("{:7.2}s add member {victim} back", started.elapsed().as_secs_f64()));
             let line = ensemble.server_line(victim, "participant");
             admin(ensemble, leader, &["member", "add", &line], None);
-        } else if rng.random_bool(0.5) {
+        } else if fault == Fault::Kill {
             timeline.push(format!("{at:7.2}s kill -9 {role} {victim}, restart after {down_for:?}"));
             ensemble.kill(victim);
             std::thread::sleep(down_for);
@@ -240,6 +278,7 @@ fn nemesis(ensemble: &mut Ensemble, rt: &tokio::runtime::Runtime, until: Instant
         }
         ensemble.wait_serving(ids.clone(), Duration::from_secs(30));
     }
+    timeline.push(format!("faults of each kind: {counts:?}"));
     timeline
 }
 
@@ -258,6 +297,8 @@ async fn final_state(ensemble: &Ensemble, id: u64) -> BTreeMap<String, (String, 
 #[test]
 fn writes_stay_linearizable_and_durable_while_members_are_killed_and_stopped() {
     let _serial = serial();
+    // Printed first, so that a run that fails before its report names it.
+    println!("faults and operations from NEMESIS_SEED={}, for {} s", seed(), run_seconds());
     let settings = Settings { snapshot_every: 300, ..Settings::default() };
     // (Membership changes go through the admin API, which needs no reconfig_enabled.)
     let mut ensemble = Ensemble::configure(settings);

@@ -81,9 +81,10 @@ impl Replica {
             if matches!(txn.body, TxnBody::Error(ErrorCode::SessionMoved)) {
                 // The leader holds the session as attached to another member
                 // (a connect given up on was revalidated there late), so
-                // every later write here would be refused too. Answer, then
-                // close, as ZooKeeper closes (ZOOKEEPER-710, without the
-                // answer): the client's reconnect moves the session back.
+                // every later write here would be refused too. Answer (the
+                // write was not applied), then close, as ZooKeeper closes
+                // (ZOOKEEPER-710, without the answer): the client's
+                // reconnect moves the session to the member it reaches.
                 self.send_ready(conn);
                 self.close_conn(conn, ErrorCode::SessionMoved, "the leader holds the session as attached elsewhere");
                 return;

@@ -324,8 +324,8 @@ impl Peer {
             && e.out_of_election
                 .get(&e.vote.leader)
                 .is_some_and(|(v, s, _)| v.leader == e.vote.leader && *s == PeerState::Leading);
-        // A word left from a leadership of ours came in a round we led in
-        // (or before), or names a history we had then.
+        // Fresh: not a word left from a leadership of ours (given in a round
+        // we led in or before, or naming a history other than ours now).
         let fresh = |v: &Vote, round: u64| {
             led.is_none_or(|led| round > led) && (v.epoch, v.zxid) == (own_vote.epoch, own_vote.zxid)
         };
