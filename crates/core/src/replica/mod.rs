@@ -404,6 +404,12 @@ impl Replica {
         self.read_index.round_progress()
     }
 
+    /// Whether reads wait for a read-index probe or round that the end of
+    /// this turn ([`Replica::take_outputs`]) would ask.
+    pub fn read_index_due(&self) -> bool {
+        self.read_index.due()
+    }
+
     /// Connections here, with their session (once attached), queue depth
     /// and when each was last heard from.
     pub fn connections(&self) -> Vec<ConnSummary> {

@@ -31,6 +31,9 @@
 //! arrives: every read that arrived in the turn rides the same one, where
 //! asking at the first read left the others of its turn a round behind.
 //! Nothing is sent earlier either way: messages leave at the end of a turn.
+//! A host that knows more reads are on their way may gather them before it
+//! ends the turn: [`ReadIndex::due`] says a probe or round waits to be asked
+//! (the server then yields to its connections' tasks, up to four times).
 //!
 //! A barrier that cannot be confirmed (no quorum) is never answered: the
 //! client's request times out, and when the member stops serving its
@@ -125,6 +128,11 @@ impl ReadIndex {
     /// shows here times rounds without a clock in the replica.
     pub fn round_progress(&self) -> (Option<u64>, u64) {
         (self.in_flight.as_ref().map(|r| r.number), self.answered_total)
+    }
+
+    /// Whether the next flush would ask a probe or a round.
+    pub fn due(&self) -> bool {
+        !self.held.is_empty() || (self.in_flight.is_none() && !self.next.is_empty())
     }
 
     /// Barriers not yet answered.

@@ -328,3 +328,46 @@ fn linearizable_reads_on_the_leader_and_everywhere_by_configuration() {
     single.call(c, create("/z", CreateMode::Persistent)).unwrap();
     assert!(single.call(c, get("/z", false)).is_ok());
 }
+
+/// `read_index_due` tells the host when reads wait for a round or probe that
+/// the end of its turn would ask (it then lets more reads join first), and
+/// is false while the one in flight is out: reads arriving then wait for it.
+#[test]
+fn read_index_due_names_a_round_or_probe_the_turn_would_ask() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let (follower, _) = followers_of(leader);
+    let on_follower = e.connect(follower).0;
+    let on_leader = e.connect(leader).0;
+    e.call(on_follower, create("/d", CreateMode::Persistent)).unwrap();
+    e.hold_link(follower, leader);
+    let request =
+        |conn, xid| Input::Request { conn, xid, echo: Echo::default(), op: get("/d", false), linearizable: true };
+
+    assert!(!e.nodes[&follower].replica.read_index_due(), "no read waits");
+    e.nodes.get_mut(&follower).unwrap().replica.handle(request(on_follower, 9001));
+    assert!(e.nodes[&follower].replica.read_index_due(), "a read waits for the round the turn asks");
+    e.drain(follower);
+    e.deliver();
+    assert_eq!(rounds_held(&e, follower, leader), 1);
+    assert!(!e.nodes[&follower].replica.read_index_due(), "the round is out");
+    e.nodes.get_mut(&follower).unwrap().replica.handle(request(on_follower, 9002));
+    assert!(!e.nodes[&follower].replica.read_index_due(), "a later read waits for the round out to return");
+
+    assert!(!e.nodes[&leader].replica.read_index_due());
+    e.nodes.get_mut(&leader).unwrap().replica.handle(request(on_leader, 9003));
+    assert!(e.nodes[&leader].replica.read_index_due(), "a leader's read waits for the probe the turn asks");
+    e.drain(leader);
+    assert!(!e.nodes[&leader].replica.read_index_due(), "the probe is asked");
+
+    e.release_link(follower, leader);
+    for _ in 0..3 {
+        e.tick();
+    }
+    let answered = e.take(on_follower);
+    for xid in [9001, 9002] {
+        assert!(reply_to(&answered, xid).is_some_and(|r| r.is_ok()), "read {xid} answered");
+    }
+    assert!(reply_to(&e.take(on_leader), 9003).is_some_and(|r| r.is_ok()));
+    assert!(!e.nodes[&follower].replica.read_index_due() && !e.nodes[&leader].replica.read_index_due());
+}
