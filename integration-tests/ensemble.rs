@@ -17,7 +17,7 @@
 //!
 //! Every wait is bounded in time; the harness stops every process by PID.
 
-use crate::support::{connect, eventually, options, runtime, serial, within_for};
+use crate::support::{connect, env_number, eventually, options, runtime, serial, within_for};
 use crate::support::{Ensemble, Settings};
 use futures::future::join_all;
 use std::collections::BTreeSet;
@@ -677,7 +677,7 @@ fn phase_ms(ensemble: &Ensemble, id: u64, needle: &str, t0: f64) -> Option<f64> 
 #[ignore = "a measurement: make bench-failover"]
 fn failover_time_from_leader_kill_to_first_acknowledged_write() {
     let _serial = serial();
-    let runs: usize = std::env::var("FAILOVER_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(7);
+    let runs = env_number("FAILOVER_RUNS", 7);
     let mut totals = Vec::new();
     for run in 1..=runs {
         let mut ensemble = Ensemble::start(3);

@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{runtime, serial, Ensemble, Settings};
+use support::{env_number, runtime, serial, Ensemble, Settings};
 use zookeeper_client as zk;
 
 /// The znodes the clients fight over.
@@ -60,15 +60,6 @@ fn start_all(ensemble: &mut Ensemble) {
         start(ensemble, id);
     }
     ensemble.wait_serving(ensemble.ids(), Duration::from_secs(30));
-}
-
-/// A number from the environment, or `default`; a value that is set but no
-/// number stops the run rather than quietly running another one.
-fn env_number(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
 }
 
 /// How long the faults run (at most a day, which keeps the pacing in range).

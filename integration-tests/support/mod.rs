@@ -29,6 +29,15 @@ pub fn cli_binary() -> PathBuf {
     zkctl
 }
 
+/// A number from the environment, or `default`; a value that is set but no
+/// number stops the run rather than quietly running another one.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
 /// Ports of one member.
 #[derive(Clone, Copy, Debug)]
 pub struct Ports {
