@@ -42,9 +42,9 @@ const INBOX: usize = 65_536;
 /// Most events taken in one turn before outputs are carried out.
 const EVENTS_PER_TURN: usize = 1024;
 /// At most this many times a turn, the owner yields to let more reads join
-/// the read-index round it is about to ask: 4 took as many reads per round
-/// as 16 did in the measurements, and bounds what the turn's other outputs
-/// wait.
+/// the read-index round it is about to ask, within the turn's
+/// [`EVENTS_PER_TURN`]: 4 took as many reads per round as 16 did in the
+/// measurements, and bounds what the turn's other outputs wait.
 const GATHER_YIELDS: usize = 4;
 
 /// Why the server stopped.
@@ -278,29 +278,8 @@ impl Owner {
                     None => break,
                 },
             };
-            if let Err(e) = self.turn(Some(first), &mut events) {
+            if let Err(e) = self.take_inputs(first, &mut events).await {
                 result = Err(e);
-                break;
-            }
-            // Reads wait to ask a read-index round or probe: first let the
-            // connections' tasks hand over the requests their sockets
-            // already hold, so those reads ride the same round instead of
-            // waiting a whole round for the next (benchmarks.md, "Fresh reads").
-            for _ in 0..GATHER_YIELDS {
-                if !self.replica.read_index_due() {
-                    break;
-                }
-                tokio::task::yield_now().await;
-                match self.turn(None, &mut events) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if result.is_err() {
                 break;
             }
             // The rest of the turn runs without awaiting, in the position
@@ -330,16 +309,47 @@ impl Owner {
         result
     }
 
-    /// Takes a turn's inputs: `woke`, what woke the owner (`Some(None)` a
-    /// tick), then what the queue holds; returns how many. Runs without
+    /// Takes a turn's inputs: `first` (what woke the owner, `None` a tick),
+    /// then what the queue holds, at most [`EVENTS_PER_TURN`] in all.
+    async fn take_inputs(
+        &mut self,
+        first: Option<Event>,
+        events: &mut mpsc::Receiver<Event>,
+    ) -> Result<(), ServerError> {
+        let mut budget = EVENTS_PER_TURN + 1;
+        budget -= self.take_queued(Some(first), budget, events)?;
+        // Reads wait to ask a read-index round or probe: first let the
+        // connections' tasks hand over the requests their sockets already
+        // hold, so those reads ride the same round instead of waiting a
+        // whole round for the next (benchmarks.md, "Fresh reads").
+        for _ in 0..GATHER_YIELDS {
+            if budget == 0 || !self.replica.read_index_due() {
+                break;
+            }
+            tokio::task::yield_now().await;
+            match self.take_queued(None, budget, events)? {
+                0 => break,
+                taken => budget -= taken,
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `woke`, if any (`Some(None)` a tick), then what the queue
+    /// holds, at most `budget` in all; returns how many. Runs without
     /// awaiting, in the position span: its log lines carry the epoch and
     /// zxid.
-    fn turn(&mut self, woke: Option<Option<Event>>, events: &mut mpsc::Receiver<Event>) -> Result<usize, ServerError> {
+    fn take_queued(
+        &mut self,
+        woke: Option<Option<Event>>,
+        budget: usize,
+        events: &mut mpsc::Receiver<Event>,
+    ) -> Result<usize, ServerError> {
         let position = self.position.span.clone();
         let _in_position = position.enter();
         let turn = woke.into_iter().chain(std::iter::from_fn(|| events.try_recv().ok().map(Some)));
         let mut taken = 0;
-        for item in turn.take(EVENTS_PER_TURN + 1) {
+        for item in turn.take(budget) {
             taken += 1;
             match item {
                 None => {

@@ -407,7 +407,7 @@ impl Replica {
     /// Whether reads wait for a read-index probe or round that the end of
     /// this turn ([`Replica::take_outputs`]) would ask.
     pub fn read_index_due(&self) -> bool {
-        self.read_index.due()
+        self.read_index.due(&self.zab)
     }
 
     /// Connections here, with their session (once attached), queue depth

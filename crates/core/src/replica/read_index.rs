@@ -130,9 +130,13 @@ impl ReadIndex {
         (self.in_flight.as_ref().map(|r| r.number), self.answered_total)
     }
 
-    /// Whether the next flush would ask a probe or a round.
-    pub fn due(&self) -> bool {
-        !self.held.is_empty() || (self.in_flight.is_none() && !self.next.is_empty())
+    /// Whether the next flush would ask a probe (for this leader's reads, or
+    /// followers' rounds it cannot answer alone) or a round: false when it
+    /// could not, so a host that gathers reads for it does not wait for one
+    /// that never goes.
+    pub fn due(&self, zab: &Peer) -> bool {
+        (!self.held.is_empty() && zab.is_established_leader())
+            || (self.in_flight.is_none() && !self.next.is_empty() && zab.can_forward())
     }
 
     /// Barriers not yet answered.
