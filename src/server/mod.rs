@@ -259,6 +259,16 @@ impl Position {
     }
 }
 
+/// What starts a turn of the owner, or joins one: the tick, or an event.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "passed by value within a turn and never stored; boxing would allocate per event"
+)]
+enum Woke {
+    Tick,
+    Event(Event),
+}
+
 impl Owner {
     async fn run(
         mut self,
@@ -272,9 +282,9 @@ impl Owner {
             let first = tokio::select! {
                 biased;
                 _ = shutdown.changed() => break,
-                _ = ticker.tick() => None,
+                _ = ticker.tick() => Woke::Tick,
                 event = events.recv() => match event {
-                    Some(event) => Some(event),
+                    Some(event) => Woke::Event(event),
                     None => break,
                 },
             };
@@ -309,13 +319,9 @@ impl Owner {
         result
     }
 
-    /// Takes a turn's inputs: `first` (what woke the owner, `None` a tick),
-    /// then what the queue holds, at most [`EVENTS_PER_TURN`] in all.
-    async fn take_inputs(
-        &mut self,
-        first: Option<Event>,
-        events: &mut mpsc::Receiver<Event>,
-    ) -> Result<(), ServerError> {
+    /// Takes a turn's inputs: `first` (what woke the owner), then what the
+    /// queue holds, at most [`EVENTS_PER_TURN`] in all.
+    async fn take_inputs(&mut self, first: Woke, events: &mut mpsc::Receiver<Event>) -> Result<(), ServerError> {
         let mut budget = EVENTS_PER_TURN + 1;
         budget -= self.take_queued(Some(first), budget, events)?;
         // Reads wait to ask a read-index round or probe: first let the
@@ -335,30 +341,29 @@ impl Owner {
         Ok(())
     }
 
-    /// Takes `woke`, if any (`Some(None)` a tick), then what the queue
-    /// holds, at most `budget` in all; returns how many. Runs without
-    /// awaiting, in the position span: its log lines carry the epoch and
-    /// zxid.
+    /// Takes `woke`, if any, then what the queue holds, at most `budget` in
+    /// all; returns how many. Runs without awaiting, in the position span:
+    /// its log lines carry the epoch and zxid.
     fn take_queued(
         &mut self,
-        woke: Option<Option<Event>>,
+        woke: Option<Woke>,
         budget: usize,
         events: &mut mpsc::Receiver<Event>,
     ) -> Result<usize, ServerError> {
         let position = self.position.span.clone();
         let _in_position = position.enter();
-        let turn = woke.into_iter().chain(std::iter::from_fn(|| events.try_recv().ok().map(Some)));
+        let turn = woke.into_iter().chain(std::iter::from_fn(|| events.try_recv().ok().map(Woke::Event)));
         let mut taken = 0;
         for item in turn.take(budget) {
             taken += 1;
             match item {
-                None => {
+                Woke::Tick => {
                     if let Some(low) = self.disk.check() {
                         self.replica.handle(Input::DiskSpace { low });
                     }
                     self.replica.handle(Input::Tick { now_ms: clock::now_ms() });
                 }
-                Some(event) => self.on_event(event)?,
+                Woke::Event(event) => self.on_event(event)?,
             }
         }
         Ok(taken)
