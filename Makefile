@@ -277,8 +277,13 @@ bench:
 ## (FAILOVER_RUNS, default 7; FAILOVER_SHOW_LOGS=1 prints the survivors' log lines).
 ## Then the longest pause of a 10 ms write probe during a leadership transfer, a
 ## rolling restart by SIGTERM and a kill -9 of the leader, for 3 and 5 members.
+## The members run the release binary as users build it (`cargo build --release`),
+## kept aside: the test build switches on its dev-dependencies' features.
 bench-failover:
-	$(CARGO) test --release --test integration -- --ignored --nocapture ensemble::failover_time handover::write_pauses
+	$(CARGO) build --release -p zabkeeper --bin zabkeeper
+	mkdir -p $(TARGET_DIR)/bench-failover
+	cp $(TARGET_DIR)/release/zabkeeper $(TARGET_DIR)/bench-failover/zabkeeper
+	TEST_SERVER_BINARY=$(abspath $(TARGET_DIR)/bench-failover/zabkeeper) $(CARGO) test --release --test integration -- --ignored --nocapture ensemble::failover_time handover::write_pauses
 
 ## The same ZooKeeper-protocol load against a 3-member zabkeeper and a 3-member
 ## Apache ZooKeeper (Debian's package; `make zookeeper-package` installs it), side

@@ -15,16 +15,26 @@ use zabkeeper::proto::admin::StatusRequest;
 
 pub mod java;
 
-/// The server binary built by cargo for these tests.
+/// The server binary: `TEST_SERVER_BINARY` when set (`make bench-failover`
+/// passes the release build users run, which lacks the features the tests'
+/// dev-dependencies switch on), else the one cargo built for these tests.
 pub fn server_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper"))
+    match std::env::var_os("TEST_SERVER_BINARY") {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(path.is_file(), "TEST_SERVER_BINARY={} is no file", path.display());
+            path
+        }
+        None => PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper")),
+    }
 }
 
 /// The CLI binary: `zkctl` is another package of the workspace, so cargo
 /// does not build it for these tests; it lies beside the server's binary
 /// once built (`make test` builds every binary first).
 pub fn cli_binary() -> PathBuf {
-    let zkctl = server_binary().with_file_name(format!("zkctl{}", std::env::consts::EXE_SUFFIX));
+    let zkctl =
+        PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper")).with_file_name(format!("zkctl{}", std::env::consts::EXE_SUFFIX));
     assert!(zkctl.exists(), "{} is not built: run `cargo build --workspace --bins` (make test does)", zkctl.display());
     zkctl
 }
