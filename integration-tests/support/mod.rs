@@ -25,16 +25,20 @@ pub fn server_binary() -> PathBuf {
             assert!(path.is_file(), "TEST_SERVER_BINARY={} is no file", path.display());
             path
         }
-        None => PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper")),
+        None => built_server_binary(),
     }
+}
+
+/// The server binary cargo built for these tests; the other binaries lie beside it.
+fn built_server_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper"))
 }
 
 /// The CLI binary: `zkctl` is another package of the workspace, so cargo
 /// does not build it for these tests; it lies beside the server's binary
 /// once built (`make test` builds every binary first).
 pub fn cli_binary() -> PathBuf {
-    let zkctl =
-        PathBuf::from(env!("CARGO_BIN_EXE_zabkeeper")).with_file_name(format!("zkctl{}", std::env::consts::EXE_SUFFIX));
+    let zkctl = built_server_binary().with_file_name(format!("zkctl{}", std::env::consts::EXE_SUFFIX));
     assert!(zkctl.exists(), "{} is not built: run `cargo build --workspace --bins` (make test does)", zkctl.display());
     zkctl
 }
