@@ -34,10 +34,11 @@ Then fresh reads (`--reads`, on by default): getData as it is (local, from
 the member's tree), linearizable (a second zabkeeper ensemble with
 `linearizable_reads = true`, read index), and sync-then-getData, the closest
 thing ZooKeeper offers, on both; 32 sessions with 1 and 8 in flight, taking
-turns; the table gives the medians, with the members' CPU time and context
-switches per read (/proc) and, for zabkeeper, the linearizable reads one
-read-index round carried (/metrics), and the ratios linearizable / local and
-linearizable / ZooKeeper's sync+getData.
+turns; the table gives the medians, latency as p50, mean and p99, with the
+members' CPU time and context switches per read (/proc) and, for zabkeeper,
+the linearizable reads one read-index round carried (/metrics), and the
+ratios linearizable / local and linearizable / ZooKeeper's sync+getData, with
+the latency gaps in ms and in the followers' rounds.
 
 Then, at scale, each ensemble in turn: `--znodes` (BENCH_ZNODES, 1 M by
 default) 100-byte znodes are created and kept; the table gives each member's
@@ -214,7 +215,7 @@ def print_fresh_reads(results, sessions):
         present = [d[key] for d in docs if key in d]
         return statistics.median(present) if present else None
     print(f"fresh reads: {sessions} sessions, median of rounds")
-    header = (f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+    header = (f"{'in flight':<10} {'read':<13} {'server':<14} {'ops/s':>9} {'p50 ms':>8} {'mean ms':>8} {'p99 ms':>8} "
               f"{'CPU us/read':>12} {'ctx/read':>9} {'reads/round':>12} {'round ms':>9}")
     print(header)
     print("-" * len(header))
@@ -225,17 +226,27 @@ def print_fresh_reads(results, sessions):
         batched, timed = med_of_some(docs, "reads_per_round"), med_of_some(docs, "round_ms")
         per_round = f"{batched:>12.1f}" if batched is not None else f"{'-':>12}"
         round_ms = f"{timed:>9.3f}" if timed is not None else f"{'-':>9}"
+        mean = med_of_some(docs, "mean_ms")
+        mean = f"{mean:.2f}" if mean is not None else "-"
         print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
-              f"{med(docs, 'p50_ms'):>8.2f} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
+              f"{med(docs, 'p50_ms'):>8.2f} {mean:>8} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
     for inflight in (1, 8):
         lin = results.get((inflight, "linearizable", "zabkeeper-lin"))
         local = results.get((inflight, "local", "zabkeeper"))
         theirs = results.get((inflight, "sync+get", "zookeeper"))
         if lin and local:
             timed = med_of_some(lin, "round_ms")
+
+            def gap(key):
+                """Linearizable minus local, in ms and (where rounds were timed) in rounds."""
+                ours, base = med_of_some(lin, key), med_of_some(local, key)
+                if ours is None or base is None:
+                    return "-"
+                rounds = f" = {(ours - base) / timed:.1f} rounds" if timed else ""
+                return f"{ours - base:+.2f} ms{rounds}"
             round_trip = f" (a follower's round: {timed:.2f} ms, mean)" if timed is not None else ""
             print(f"x{inflight}: linearizable / local {med(lin, 'ops_per_sec') / med(local, 'ops_per_sec'):.2f}x "
-                  f"throughput, p50 {med(lin, 'p50_ms') - med(local, 'p50_ms'):+.2f} ms{round_trip}")
+                  f"throughput, p50 {gap('p50_ms')}, mean {gap('mean_ms')}{round_trip}")
         if lin and theirs:
             print(f"x{inflight}: linearizable / ZooKeeper sync+get "
                   f"{med(lin, 'ops_per_sec') / med(theirs, 'ops_per_sec'):.2f}x throughput, "
