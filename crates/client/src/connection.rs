@@ -14,41 +14,21 @@
 //! the task with `Expired`; a close ends it with `Closed`.
 
 use super::connect_string::ServerAddr;
+use super::control::Control;
 use super::dial::{attempt, check_connected, code_name, error_chain, give_up, AttemptError, Link};
 use super::error::ClientError;
 use super::fifo::Fifo;
-use super::reconnect::{Backoff, ReconnectPlan, Step};
+use super::reconnect::{ReconnectPlan, Step};
+use super::settings::Settings;
 use super::state::{ConnectionState, Shared};
 use super::watch_pb::{event_from_pb, set_watches_requests, watcher_type_for, SET_WATCHES_MAX_BYTES};
 use super::watcher::{OneshotKind, Orphan, Sink, WatchRegistry, WatchedEvent};
 use crate::proto::client as pb;
 use crate::tree::watch::{AddWatchMode, WatcherType};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep, sleep_until, Instant};
 use zabkeeper_core::error::ErrorCode;
-
-/// Room in the outbound queue beyond the application's requests, for pings,
-/// SetWatches chunks, re-auth and watch removals.
-pub(super) const OUTBOUND_SLACK: usize = 4096;
-
-/// The settings the task needs.
-#[derive(Clone, Debug)]
-pub(crate) struct Settings {
-    /// Session timeout asked for.
-    pub session_timeout: Duration,
-    /// Limit for the first connect, and for each reconnect attempt.
-    pub connect_timeout: Duration,
-    /// Most requests in flight.
-    pub max_pending: usize,
-    /// Largest message sent or received.
-    pub max_message_bytes: usize,
-    /// Waits between reconnect rounds.
-    pub backoff: Backoff,
-    /// TLS, when the servers speak it.
-    pub tls: Option<super::tls::ClientTls>,
-}
 
 /// What a request does to the client's own state once answered.
 pub(crate) enum Effect {
@@ -77,21 +57,6 @@ pub(crate) struct Command {
     pub reply: oneshot::Sender<Result<pb::Response, ClientError>>,
     /// How fresh a read must be.
     pub consistency: pb::Consistency,
-}
-
-/// Messages that must reach the task even while it does not take requests
-/// (disconnected, or at the in-flight limit). Their number is bounded by the
-/// number of watchers and close calls.
-pub(crate) enum Control {
-    /// A persistent watcher was dropped or removed.
-    DropPersistent {
-        mode: AddWatchMode,
-        path: String,
-        id: u64,
-        reply: Option<oneshot::Sender<Result<(), ClientError>>>,
-    },
-    /// Close the session.
-    Close { reply: oneshot::Sender<Result<(), ClientError>> },
 }
 
 /// A request in flight.

@@ -3,8 +3,8 @@
 //! no server accepted a session in time.
 
 use super::connect_string::ServerAddr;
-use super::connection::{Settings, OUTBOUND_SLACK};
 use super::error::ClientError;
+use super::settings::{Settings, OUTBOUND_SLACK};
 use crate::proto::client as pb;
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -46,14 +46,17 @@ pub use zabkeeper_core::tree::watch::{AddWatchMode, EventType, WatchEvent, Watch
 pub mod acl_spec;
 pub mod connect_string;
 mod connection;
+mod control;
 mod convert;
 mod dial;
 pub mod error;
 mod fifo;
 pub mod multi;
+mod multi_pb;
 pub mod recipes;
 mod reconnect;
 mod response;
+mod settings;
 pub mod state;
 pub mod tls;
 mod watch_pb;
@@ -67,8 +70,10 @@ pub use tls::ClientTls;
 pub use watcher::{OneshotWatcher, PersistentWatcher, WatchedEvent};
 
 use crate::proto::client as pb;
-use connection::{Command, Control, Effect, Settings};
+use connection::{Command, Effect};
+use control::Control;
 use rand::seq::SliceRandom;
+use settings::Settings;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -333,7 +338,7 @@ impl Client {
         mode: CreateMode,
         acl: &[Acl],
     ) -> Result<(String, Stat), ClientError> {
-        let op = pb::request::Op::Create(multi::create_request(path, data, mode, acl, None));
+        let op = pb::request::Op::Create(multi_pb::create_request(path, data, mode, acl, None));
         response::created(self.simple(op, path).await?)
     }
 
@@ -361,7 +366,7 @@ impl Client {
         if !mode.is_ttl() {
             return Err(ClientError::InvalidArgument(format!("create_ttl needs a TTL mode, not {mode:?}")));
         }
-        let op = pb::request::Op::Create(multi::create_request(path, data, mode, acl, Some(ttl)));
+        let op = pb::request::Op::Create(multi_pb::create_request(path, data, mode, acl, Some(ttl)));
         response::created(self.simple(op, path).await?)
     }
 
@@ -468,8 +473,8 @@ impl Client {
             // As ZooKeeper's client: nothing to apply, nothing to ask.
             return Ok(Vec::new());
         }
-        let results = response::multi(self.simple(multi::multi_request(ops), "").await?)?;
-        multi::decode_multi(ops, results)
+        let results = response::multi(self.simple(multi_pb::multi_request(ops), "").await?)?;
+        multi_pb::decode_multi(ops, results)
     }
 
     /// Runs independent reads together; each gets its own result or error.
@@ -477,7 +482,7 @@ impl Client {
         if ops.is_empty() {
             return Ok(Vec::new());
         }
-        multi::decode_multi_read(ops, self.simple(multi::multi_read_request(ops), "").await?)
+        multi_pb::decode_multi_read(ops, self.simple(multi_pb::multi_read_request(ops), "").await?)
     }
 
     /// Waits until the server this session uses has caught up with the leader (as of the call); returns the path.

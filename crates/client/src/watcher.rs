@@ -9,7 +9,7 @@
 //! queue, and one whose application stops reading is cut off (it ends with
 //! [`WatchedEvent::Overflowed`]) rather than stalling the connection.
 
-use super::connection::Control;
+use super::control::Control;
 use super::error::ClientError;
 use super::state::ConnectionState;
 use crate::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
