@@ -2,10 +2,10 @@
 //! decode what it receives. The tests use it to check the server half
 //! byte for byte in both directions; a Rust client can build on it.
 
-use super::codec::ReplyShape;
 use super::jute::{Jute, JuteError, Reader, Writer};
 use super::opcode::{OpCode, NOTIFICATION_XID};
 use super::records::*;
+use super::reply::ReplyShape;
 use crate::acl::Id;
 use crate::error::{ErrorCode, ZkError};
 use crate::op::{MultiItem, Op, OpResult, Reply};

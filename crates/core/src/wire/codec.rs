@@ -14,84 +14,15 @@
 //!   carries on with the connection.
 
 use super::jute::{Jute, JuteError, Reader, Writer};
-use super::opcode::{OpCode, NOTIFICATION_XID};
+use super::opcode::NOTIFICATION_XID;
 use super::records::{ConnectRequest, ConnectResponse, ReplyHeader, STATE_SYNC_CONNECTED};
 use super::{reply, request};
 use crate::error::ErrorCode;
-use crate::op::{Op, Reply};
+use crate::op::Reply;
 use crate::tree::watch::WatchEvent;
 
-/// What a reply must look like: the request's opcode and, for multi and
-/// multiRead, each sub-op's opcode as ZooKeeper's `MultiOperationRecord`
-/// reports it (a create whose flags say container or TTL counts as
-/// createContainer / createTTL), which decides each result's record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplyShape {
-    /// The request's opcode.
-    pub opcode: OpCode,
-    /// The sub-ops' opcodes for multi and multiRead; empty otherwise.
-    pub sub_ops: Vec<OpCode>,
-}
-
-impl From<OpCode> for ReplyShape {
-    fn from(opcode: OpCode) -> ReplyShape {
-        ReplyShape { opcode, sub_ops: Vec::new() }
-    }
-}
-
-/// A request the server serves.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
-    /// Echoed in the reply (ping replies always carry -2).
-    pub xid: i32,
-    /// How to shape the reply; pass it to [`encode_reply`].
-    pub shape: ReplyShape,
-    /// The operation.
-    pub op: Op,
-}
-
-/// One decoded request frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decoded {
-    /// A request to serve.
-    Request(Request),
-    /// A served opcode whose body is invalid. Answer `code` (header only,
-    /// [`encode_error_reply`]) and keep the connection: MARSHALLINGERROR for a
-    /// body that does not parse (what ZooKeeper answers), BADARGUMENTS for a
-    /// create flag outside 0..=6 (`CreateMode.fromFlag`).
-    Rejected {
-        /// The request's xid.
-        xid: i32,
-        /// The request's opcode.
-        opcode: OpCode,
-        /// The code to answer.
-        code: ErrorCode,
-        /// What was wrong, for the log.
-        error: JuteError,
-    },
-    /// An opcode we do not serve: sasl (102), standalone check (13, refused
-    /// by ZooKeeper 3.9 too), internal or unknown numbers. Answer `code`
-    /// (header only): UNIMPLEMENTED. After it (but for SASL) the connection is
-    /// closed, as ZooKeeper's UnimplementedRequestProcessor closes it.
-    Unsupported {
-        /// The request's xid.
-        xid: i32,
-        /// The raw opcode.
-        opcode: i32,
-        /// The code to answer.
-        code: ErrorCode,
-    },
-}
-
-impl Decoded {
-    /// The request's xid.
-    pub fn xid(&self) -> i32 {
-        match self {
-            Decoded::Request(r) => r.xid,
-            Decoded::Rejected { xid, .. } | Decoded::Unsupported { xid, .. } => *xid,
-        }
-    }
-}
+pub use super::reply::ReplyShape;
+pub use super::request::{Decoded, Request};
 
 /// Decodes the first frame of a connection.
 pub fn decode_connect(payload: &[u8]) -> Result<ConnectRequest, JuteError> {

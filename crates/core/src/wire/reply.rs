@@ -1,13 +1,30 @@
 //! [`Reply`] → reply frames, shaped per opcode as ZooKeeper's
 //! `FinalRequestProcessor` and `MultiResponse` shape them.
 
-use super::codec::ReplyShape;
 use super::jute::{Jute, Writer};
 use super::opcode::{OpCode, PING_XID};
 use super::records::*;
 use crate::acl::Id;
 use crate::error::ErrorCode;
 use crate::op::{MultiItem, OpResult, Reply};
+
+/// What a reply must look like: the request's opcode and, for multi and
+/// multiRead, each sub-op's opcode as ZooKeeper's `MultiOperationRecord`
+/// reports it (a create whose flags say container or TTL counts as
+/// createContainer / createTTL), which decides each result's record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplyShape {
+    /// The request's opcode.
+    pub opcode: OpCode,
+    /// The sub-ops' opcodes for multi and multiRead; empty otherwise.
+    pub sub_ops: Vec<OpCode>,
+}
+
+impl From<OpCode> for ReplyShape {
+    fn from(opcode: OpCode) -> ReplyShape {
+        ReplyShape { opcode, sub_ops: Vec::new() }
+    }
+}
 
 /// A result that does not fit the reply shape: a server bug.
 #[derive(Debug)]

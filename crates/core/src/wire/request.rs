@@ -4,14 +4,68 @@
 //! Bytes after a complete record are ignored, as ZooKeeper ignores them (it
 //! deserializes the record from the frame and never checks the rest).
 
-use super::codec::{Decoded, ReplyShape, Request};
 use super::jute::{Jute, JuteError, Reader};
 use super::opcode::OpCode;
 use super::records::*;
+use super::reply::ReplyShape;
 use crate::error::ErrorCode;
 use crate::op::Op;
 use crate::tree::stat::CreateMode;
 use crate::tree::watch::{AddWatchMode, WatcherType};
+
+/// A request the server serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Echoed in the reply (ping replies always carry -2).
+    pub xid: i32,
+    /// How to shape the reply; pass it to [`encode_reply`](super::codec::encode_reply).
+    pub shape: ReplyShape,
+    /// The operation.
+    pub op: Op,
+}
+
+/// One decoded request frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// A request to serve.
+    Request(Request),
+    /// A served opcode whose body is invalid. Answer `code` (header only,
+    /// [`encode_error_reply`](super::codec::encode_error_reply)) and keep the connection: MARSHALLINGERROR for a
+    /// body that does not parse (what ZooKeeper answers), BADARGUMENTS for a
+    /// create flag outside 0..=6 (`CreateMode.fromFlag`).
+    Rejected {
+        /// The request's xid.
+        xid: i32,
+        /// The request's opcode.
+        opcode: OpCode,
+        /// The code to answer.
+        code: ErrorCode,
+        /// What was wrong, for the log.
+        error: JuteError,
+    },
+    /// An opcode we do not serve: sasl (102), standalone check (13, refused
+    /// by ZooKeeper 3.9 too), internal or unknown numbers. Answer `code`
+    /// (header only): UNIMPLEMENTED. After it (but for SASL) the connection is
+    /// closed, as ZooKeeper's UnimplementedRequestProcessor closes it.
+    Unsupported {
+        /// The request's xid.
+        xid: i32,
+        /// The raw opcode.
+        opcode: i32,
+        /// The code to answer.
+        code: ErrorCode,
+    },
+}
+
+impl Decoded {
+    /// The request's xid.
+    pub fn xid(&self) -> i32 {
+        match self {
+            Decoded::Request(r) => r.xid,
+            Decoded::Rejected { xid, .. } | Decoded::Unsupported { xid, .. } => *xid,
+        }
+    }
+}
 
 /// Why a request body is refused, and the code that answers it.
 struct Reject {
