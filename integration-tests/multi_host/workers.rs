@@ -21,7 +21,7 @@ pub fn serve_if_worker() -> bool {
     match parts[..] {
         ["writer", label, servers, ca] => writer_worker(label, servers, ca),
         ["delay", ms] => delay_worker(ms.parse().expect("delay in ms")),
-        ["fresh", majority, old_zk, old_grpc, ca] => super::reads::fresh_worker(majority, old_zk, old_grpc, ca),
+        ["fresh", majority, old_zk, old_grpc, ca] => fresh_worker(majority, old_zk, old_grpc, ca),
         _ => panic!("{WORKER}={spec:?}: no such worker"),
     }
     true
@@ -42,8 +42,8 @@ pub enum WorkerEvent {
     Expired,
     /// The delayer held this many packets, at its end.
     Delayed(u64),
-    /// The fresh-read worker's round (see `reads`).
-    Read(super::reads::Round),
+    /// The fresh-read worker's round.
+    Read(Round),
 }
 
 impl WorkerEvent {
@@ -56,7 +56,7 @@ impl WorkerEvent {
             "ERR" => Some(WorkerEvent::Error(rest.to_string())),
             "EXPIRED" => Some(WorkerEvent::Expired),
             "DELAYED" => rest.parse().ok().map(WorkerEvent::Delayed),
-            "READ" => super::reads::Round::parse(rest).map(WorkerEvent::Read),
+            "READ" => Round::parse(rest).map(WorkerEvent::Read),
             _ => None,
         }
     }
@@ -300,4 +300,113 @@ pub fn stop_when_stdin_closes() -> Arc<AtomicBool> {
         stopping.store(true, Ordering::SeqCst);
     });
     stop
+}
+
+/// How long each read may take before it counts as unanswered.
+const READ_TIMEOUT: Duration = Duration::from_millis(1000);
+
+/// One round the fresh-read worker reported: the value it had just written
+/// through the majority, and what each read of the old leader returned.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Round {
+    /// The value acknowledged before the reads were sent.
+    pub written: u64,
+    /// A plain read (None: no answer, or an error).
+    pub plain: Option<u64>,
+    /// `sync` then read.
+    pub sync: Option<u64>,
+    /// A linearizable read.
+    pub linearizable: Option<u64>,
+}
+
+impl Round {
+    /// `READ written plain sync linearizable`, `-` for none.
+    pub fn line(&self) -> String {
+        let show = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        format!("READ {} {} {} {}", self.written, show(self.plain), show(self.sync), show(self.linearizable))
+    }
+
+    /// The inverse of [`Round::line`] (after `READ `).
+    pub fn parse(rest: &str) -> Option<Round> {
+        let parts: Vec<&str> = rest.split(' ').collect();
+        let value = |s: &str| if s == "-" { Some(None) } else { s.parse().ok().map(Some) };
+        match parts[..] {
+            [w, p, s, l] => {
+                Some(Round { written: w.parse().ok()?, plain: value(p)?, sync: value(s)?, linearizable: value(l)? })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The fresh-read worker: a session on the majority writes `/mh/fresh`
+/// = n, n = 1, 2, …; after each acknowledgement it reads the node from the
+/// old leader three ways at once (each bounded by [`READ_TIMEOUT`]) and
+/// reports a [`Round`]. Ends when its stdin closes, or after 5 000 rounds or
+/// 5 minutes.
+pub fn fresh_worker(majority: &str, old_zk: &str, old_grpc: &str, ca: &str) {
+    use zookeeper_client as zk;
+    let ca_pem = std::fs::read_to_string(ca).expect("read the CA");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let stop = stop_when_stdin_closes();
+    let rt = support::runtime();
+    rt.block_on(async {
+        let writer = connect(majority, &ca_pem).await;
+        let plain = connect(old_zk, &ca_pem).await;
+        let syncing = connect(old_zk, &ca_pem).await;
+        let options = zabkeeper_client::ClientOptions::default()
+            .with_session_timeout(Duration::from_secs(40))
+            .with_request_timeout(READ_TIMEOUT)
+            .with_tls(zabkeeper_client::ClientTls::from_files(ca.as_ref(), None).expect("the CA"));
+        let grpc = zabkeeper_client::Client::connect(old_grpc, options).await.expect("connect the gRPC reader");
+        let fresh = grpc.linearizable();
+        let open = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let _ = writer.create("/mh", b"", &open).await;
+        let _ = writer.create("/mh/fresh", b"0", &open).await;
+        WorkerEvent::Ready.say();
+        let started = Instant::now();
+        let parse = |data: &[u8]| String::from_utf8_lossy(data).parse::<u64>().ok();
+        let mut n = 0u64;
+        while n < 5_000 && started.elapsed() < Duration::from_secs(300) && !stop.load(Ordering::SeqCst) {
+            let value = (n + 1).to_string();
+            match writer.set_data("/mh/fresh", value.as_bytes(), None).await {
+                Ok(_) => n += 1,
+                // Not acknowledged: nothing to compare with; written again.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            }
+            let (p, s, l) = tokio::join!(
+                bounded(plain.get_data("/mh/fresh")),
+                bounded(async {
+                    syncing.sync("/mh/fresh").await?;
+                    syncing.get_data("/mh/fresh").await
+                }),
+                bounded(fresh.get_data("/mh/fresh")),
+            );
+            let round = Round {
+                written: n,
+                plain: p.and_then(Result::ok).and_then(|(d, _)| parse(&d)),
+                sync: s.and_then(Result::ok).and_then(|(d, _)| parse(&d)),
+                linearizable: l.and_then(Result::ok).and_then(|(d, _)| parse(&d)),
+            };
+            WorkerEvent::Read(round).say();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+/// A ZooKeeper session over TLS on `servers`. It outlives the cut: a session
+/// on the cut-off member pings no leader meanwhile.
+async fn connect(servers: &str, ca_pem: &str) -> zookeeper_client::Client {
+    use zookeeper_client as zk;
+    let tls = zk::TlsOptions::new().with_pem_ca(ca_pem).expect("CA");
+    let connector = zk::Client::connector().with_tls(tls).with_session_timeout(Duration::from_secs(40));
+    connector.secure_connect(servers).await.unwrap_or_else(|e| panic!("connect to {servers}: {e}"))
+}
+
+/// `f`'s outcome, or None after [`READ_TIMEOUT`].
+async fn bounded<T>(f: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(READ_TIMEOUT, f).await.ok()
 }
