@@ -3,7 +3,7 @@ CARGO ?= cargo
 NODES ?= 3
 RUN_DIR ?= run
 
-.PHONY: mdbook help build build-all test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-ui test-soak-disk soak-disk network-tools openssl-package chromium-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling bench-allocations fuzz doc docs clean
+.PHONY: mdbook help build build-all check-circles test test-soak-sim test-nemesis test-multi-host test-curator test-kazoo test-side-by-side test-zk-import test-admin-http test-ui test-soak-disk soak-disk network-tools openssl-package chromium-package strace-package zookeeper-package java-clients debian-packages fmt fmt-check lint check-purity check-deploy run stop bench bench-failover bench-vs-zookeeper bench-ceiling bench-allocations fuzz doc docs clean
 
 # Where cargo puts its builds (honours CARGO_TARGET_DIR).
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),target)
@@ -105,9 +105,10 @@ fmt:
 fmt-check:
 	$(CARGO) fmt --check
 
-## Runs clippy (warnings are errors) and check-purity.
-## clippy with warnings as errors, plus the purity rule of the deterministic core.
-lint: check-purity
+## Runs clippy (warnings are errors), check-purity and check-circles.
+## clippy with warnings as errors, plus the purity rule of the deterministic core
+## and no import circle among one folder's modules.
+lint: check-purity check-circles
 	$(CARGO) clippy --workspace --all-targets -- $(CLIPPY_FLAGS)
 
 ## Checks deploy/ (manifests, flags, configs, probes) against the binaries.
@@ -131,6 +132,14 @@ check-deploy:
 check-purity:
 	python3 crates/core/purity.py
 	python3 crates/core/purity.py --self-test
+
+## Checks no two modules of one folder import each other, directly or round a loop.
+## Cargo refuses cycles between crates, not between the modules of one crate:
+## this follows every crate and test binary from its root and names each
+## circle with what ties it; then proves the check on a planted circle.
+check-circles:
+	python3 integration-tests/import_circles.py
+	python3 integration-tests/import_circles.py --self-test
 
 ## Starts a local ensemble in the background (NODES=1, 3 or 5).
 ## Starts a local ensemble in the background (NODES=1, 3 or 5), data and logs under $(RUN_DIR)/.
