@@ -15,6 +15,7 @@ tie it. A module's own `mod.rs` (or `lib.rs`) is no child: naming its items
 draws no arrow. Code under `#[cfg(test)]` is skipped, as tests are no layer.
 
 Usage: python3 integration-tests/import_circles.py [--self-test]
+(IMPORT_CIRCLES_ROOT=DIR checks another checkout, such as an older commit's.)
 """
 
 import os
@@ -25,6 +26,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.environ.get("IMPORT_CIRCLES_ROOT") or os.path.dirname(HERE)
+# The core's purity check already strips Rust comments, strings and char literals.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "crates", "core"))
+from purity import strip  # noqa: E402
 
 
 def crate_roots(root):
@@ -45,58 +49,16 @@ def crate_roots(root):
     return roots
 
 
-def strip(text):
-    """Code with comments, strings and char literals blanked (newlines kept),
-    and the `#[path = "..."]` values found on the way: {offset: value}."""
-    out, paths, i, n = [], {}, 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:
-                if text.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif text.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    out.append("\n" if text[i] == "\n" else "")
-                    i += 1
-        elif c == "r" and re.match(r'r#*"', text[i:i + 10]) and re.search(r"(^|[^A-Za-z0-9_])b?$", text[max(0, i - 2):i]):
-            hashes = len(re.match(r"r(#*)", text[i:]).group(1))
-            end = text.find('"' + "#" * hashes, i + 2 + hashes)
-            end = n if end < 0 else end + 1 + hashes
-            out.append('""' + "\n" * text.count("\n", i, end))
-            i = end
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            m = re.search(r"#\[\s*path\s*=\s*$", "".join(out[-40:]))
-            if m:
-                paths[len("".join(out))] = text[i + 1:j]
-            out.append('""' + "\n" * text.count("\n", i, j))
-            i = j + 1
-        elif c == "'":
-            m = re.match(r"'(\\(x[0-9a-fA-F]{2}|u\{[0-9a-fA-F]+\}|.)|[^\\'])'", text[i:])
-            if m:
-                out.append("' '")
-                i += len(m.group(0))
-            else:
-                out.append(c)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out), paths
+# A `#[path = "..."]` on a `mod name;` declaration (read from the raw text:
+# the stripped code has its strings blanked).
+PATH_ATTRIBUTE = re.compile(r'#\[\s*path\s*=\s*"([^"]+)"\s*\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;')
 
 
 TOKEN = re.compile(r"#\s*\[|[A-Za-z_][A-Za-z0-9_]*|::|[{}();,*\[\]]|\S")
 
 
 def tokens(code):
+    """Identifiers, `::`, `#[` and single punctuation, in order."""
     return TOKEN.findall(code)
 
 
@@ -147,9 +109,9 @@ def read_crate(root_file):
         path, module, owner = todo.pop()
         if path in files or not os.path.exists(path):
             continue
-        code, path_values = strip(open(path, encoding="utf-8").read())
-        toks = tokens(code)
-        offsets = [m.start() for m in TOKEN.finditer(code)]
+        source = open(path, encoding="utf-8").read()
+        toks = tokens(strip(source))
+        path_attributes = {name: value for value, name in PATH_ATTRIBUTE.findall(source)}
         children, refs = {}, []
         inline = []  # (name, brace depth where it opened)
         depth, i, attrs, skip_until = 0, 0, [], None
@@ -161,7 +123,7 @@ def read_crate(root_file):
                     level += toks[j] == "[" or toks[j] == "#["
                     level -= toks[j] == "]"
                     j += 1
-                attrs.append((" ".join(toks[i:j]), offsets[i]))
+                attrs.append(" ".join(toks[i:j]))
                 i = j
                 continue
             if t == "{":
@@ -172,11 +134,11 @@ def read_crate(root_file):
                     skip_until = None
                 while inline and inline[-1][1] == depth:
                     inline.pop()
-            testing = any("cfg ( test )" in a for a, _ in attrs)
+            testing = any("cfg ( test )" in a for a in attrs)
             if t == "mod" and i + 2 < len(toks) and re.match(r"\w+$", toks[i + 1]):
                 name, after = toks[i + 1], toks[i + 2]
                 if after == ";" and skip_until is None and not inline and not testing:
-                    given = path_attribute(attrs, path_values, offsets[i])
+                    given = path_attributes.get(name)
                     here = os.path.dirname(path)
                     if given:
                         # A file a path names owns its folder, as a mod.rs does.
@@ -220,16 +182,6 @@ def read_crate(root_file):
             i += 1
         files[path] = (module, [r for r in refs if r])
     return files
-
-
-def path_attribute(attrs, path_values, before):
-    """The value of a `#[path = "..."]` among `attrs` (read before offset `before`), or None."""
-    for text, at in reversed(attrs):
-        if text.startswith("#[ path"):
-            values = [v for o, v in sorted(path_values.items()) if at <= o < before]
-            if values:
-                return values[0]
-    return None
 
 
 def resolve(p, module, children):
