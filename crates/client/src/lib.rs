@@ -338,7 +338,7 @@ impl Client {
         mode: CreateMode,
         acl: &[Acl],
     ) -> Result<(String, Stat), ClientError> {
-        let op = pb::request::Op::Create(multi_pb::create_request(path, data, mode, acl, None));
+        let op = pb::request::Op::Create(convert::create_request(path, data, mode, acl, None));
         response::created(self.simple(op, path).await?)
     }
 
@@ -366,7 +366,7 @@ impl Client {
         if !mode.is_ttl() {
             return Err(ClientError::InvalidArgument(format!("create_ttl needs a TTL mode, not {mode:?}")));
         }
-        let op = pb::request::Op::Create(multi_pb::create_request(path, data, mode, acl, Some(ttl)));
+        let op = pb::request::Op::Create(convert::create_request(path, data, mode, acl, Some(ttl)));
         response::created(self.simple(op, path).await?)
     }
 

@@ -1,13 +1,10 @@
 //! `multi` and `multi_read` in the session stream's protobuf: the requests
 //! built from the ops, and the answers decoded into their results.
 
-use super::convert::{acl_to_pb, stat_from_pb};
+use super::convert::{create_request, stat_from_pb};
 use super::error::ClientError;
 use super::multi::{MultiOp, MultiResult, ReadOp, ReadResult};
-use crate::acl::Acl;
 use crate::proto::client as pb;
-use crate::tree::stat::CreateMode;
-use std::time::Duration;
 use zabkeeper_core::error::{ErrorCode, ZkError};
 
 /// One op in its protobuf form.
@@ -22,23 +19,6 @@ fn op_to_pb(op: &MultiOp) -> pb::MultiOp {
         MultiOp::Check { path, version } => Op::Check(pb::CheckRequest { path: path.clone(), version: *version }),
     };
     pb::MultiOp { op: Some(op) }
-}
-
-/// Builds a create request; `ttl` only matters for the TTL modes.
-pub(crate) fn create_request(
-    path: &str,
-    data: &[u8],
-    mode: CreateMode,
-    acl: &[Acl],
-    ttl: Option<Duration>,
-) -> pb::CreateRequest {
-    pb::CreateRequest {
-        path: path.to_string(),
-        data: data.to_vec(),
-        acl: acl_to_pb(acl),
-        mode: mode.flag(),
-        ttl_ms: ttl.map_or(0, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)),
-    }
 }
 
 /// The multi request for `ops`.
@@ -148,7 +128,8 @@ pub(crate) fn decode_multi_read(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tree::stat::Stat;
+    use crate::acl::Acl;
+    use crate::tree::stat::{CreateMode, Stat};
     use pb::multi_result::Result as R;
 
     fn ok(result: R) -> pb::MultiResult {
@@ -243,12 +224,5 @@ mod tests {
         let got = decode_multi_read(&ops, Some(all_failed)).unwrap();
         assert_eq!(got[1], Err(ZkError::new(ErrorCode::NoAuth, "/b")));
         assert!(matches!(decode_multi_read(&ops, None), Err(ClientError::Protocol(_))));
-    }
-
-    #[test]
-    fn ttl_travels_in_milliseconds_only_when_given() {
-        let c = create_request("/t", b"", CreateMode::PersistentWithTtl, &[], Some(Duration::from_secs(2)));
-        assert_eq!((c.mode, c.ttl_ms), (5, 2000));
-        assert_eq!(create_request("/p", b"", CreateMode::Persistent, &[], None).ttl_ms, 0);
     }
 }
