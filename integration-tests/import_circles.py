@@ -164,9 +164,8 @@ def read_crate(root_file):
                 continue
             here_module = module + [name for name, _ in inline]
             if t == "use":
-                for p in use_paths(toks, i + 1)[0]:
-                    refs.append(resolve(p, here_module, children))
-                i = use_paths(toks, i + 1)[1]
+                named, i = use_paths(toks, i + 1)
+                refs.extend(resolve(p, here_module, children) for p in named)
                 continue
             if t in ("crate", "super", "self") and i + 1 < len(toks) and toks[i + 1] == "::" and (i == 0 or toks[i - 1] != "::"):
                 j, p = i, []

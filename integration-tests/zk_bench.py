@@ -227,9 +227,9 @@ def print_fresh_reads(results, sessions):
         per_round = f"{batched:>12.1f}" if batched is not None else f"{'-':>12}"
         round_ms = f"{timed:>9.3f}" if timed is not None else f"{'-':>9}"
         mean = med_of_some(docs, "mean_ms")
-        mean = f"{mean:.2f}" if mean is not None else "-"
+        mean_ms = f"{mean:>8.2f}" if mean is not None else f"{'-':>8}"
         print(f"{inflight:<10} {label:<13} {name:<14} {med(docs, 'ops_per_sec'):>9.0f} "
-              f"{med(docs, 'p50_ms'):>8.2f} {mean:>8} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
+              f"{med(docs, 'p50_ms'):>8.2f} {mean_ms} {med(docs, 'p99_ms'):>8.2f} {cpu} {ctx} {per_round} {round_ms}")
     for inflight in (1, 8):
         lin = results.get((inflight, "linearizable", "zabkeeper-lin"))
         local = results.get((inflight, "local", "zabkeeper"))
