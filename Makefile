@@ -116,7 +116,7 @@ lint: check-purity check-circles
 ## Kubernetes schemas (kubernetes-validate from PyPI, into a venv under
 ## $(TARGET_DIR)), every flag and variable the Dockerfile, compose file,
 ## manifests and systemd unit pass against --help, every config against
-## src/config and the server itself, and the health checks and probes against
+## crates/config and the server itself, and the health checks and probes against
 ## live members in a private network namespace.
 check-deploy:
 	@$(MAKE) --no-print-directory openssl-package
@@ -348,7 +348,7 @@ doc:
 ## Builds the book (docs/) and checks its links.
 ## The book (docs/, mdBook from crates.io, installed under $(TARGET_DIR)/tools
 ## on first use) into docs/book, then every relative link and anchor checked.
-## The configuration reference is checked against src/config by check-deploy.
+## The configuration reference is checked against crates/config by check-deploy.
 MDBOOK_VERSION ?= 0.5.4
 MDBOOK := $(TARGET_DIR)/tools/bin/mdbook
 docs: $(MDBOOK)

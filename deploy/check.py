@@ -28,7 +28,7 @@
    must parse (`dash -n`, the image's /bin/sh) and its command lines pass the
    same check.
 4. Configs: every embedded TOML config (image default, compose, ConfigMaps,
-   systemd example) parses, uses only keys of src/config's FileConfig,
+   systemd example) parses, uses only keys of crates/config's FileConfig,
    FileMember and FileTls (its [tls] table), numbers its members 1..N with host names zk-<id-1>, keeps the
    admin API on loopback (or, with admin_allow_remote, takes a token from a
    file or the environment) and secrets out; and the binary itself accepts it for
@@ -100,7 +100,7 @@ def main():
     lines = CommandLines(binaries, report)
     probes = []
 
-    report.section("config keys the server knows (src/config)")
+    report.section("config keys the server knows (crates/config)")
     configs = Configs(report, config_keys(report), binaries)
     check_the_checks(report, configs.keys)
     check_config_reference(report, configs.keys)

@@ -8,8 +8,8 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// An ensemble whose members reach each other by the name `localhost`,
 /// each listener bound to 127.0.0.1 through `bind_host`: names resolve on

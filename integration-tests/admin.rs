@@ -21,11 +21,11 @@ use std::io::{Read, Write};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::proto::admin as pb;
-use zabkeeper::proto::admin::admin_client::AdminClient;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::MultiOp;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_proto::admin as pb;
+use zabkeeper_proto::admin::admin_client::AdminClient;
 
 /// Runs `zkctl ARGS` against member `id`'s admin port.
 fn zkctl(ensemble: &Ensemble, id: u64, args: &[&str]) -> Output {

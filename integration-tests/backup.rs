@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::{CreateMode, Stat};
 use zabkeeper_client::{Client, MultiOp};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::{CreateMode, Stat};
 
 /// Every node but `/zookeeper`'s (each ensemble's own configuration):
 /// path to data, Stat and ACL.
@@ -309,7 +309,7 @@ fn a_backup_survives_a_member_kill_and_restores_to_just_before_a_recursive_delet
 
     // To a time just before the delete (RFC 3339): a 3-member ensemble, the
     // others joined by sync, serves it from its last member.
-    let time = zabkeeper::admin::backup::time::format_time(delete_ms - 1);
+    let time = zabkeeper_datadir::backup::time::format_time(delete_ms - 1);
     let (three, report, tree) = restored_ensemble(3, &dir, &["--to-time", &time]);
     assert!(hex(&report["zxid"]) < hex(&log[first_delete]["zxid"]), "{report}");
     assert_tree(&expected, &tree, "restored --to-time");

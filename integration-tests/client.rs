@@ -10,14 +10,14 @@ use futures::StreamExt;
 use serde_json::Value;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::stat::CreateMode;
-use zabkeeper::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
 use zabkeeper_client::{
     Client, ClientError, ClientOptions, ConnectionState, MultiOp, MultiResult, ReadOp, ReadResult, WatchedEvent,
     ANY_VERSION,
 };
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::watch::{AddWatchMode, EventType, WatchEvent, WatcherType};
 
 fn options(session_ms: u64) -> ClientOptions {
     ClientOptions::default()

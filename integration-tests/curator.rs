@@ -46,7 +46,7 @@ fn curator_recipes_work_unchanged_across_a_leader_kill() {
     let classes = tempfile::tempdir().expect("temp dir");
     java::compile(&classpath, "integration-tests/curator/CuratorSuite.java", classes.path());
     // The suite's reconfig check authenticates as the super user.
-    let digest = zabkeeper::acl::digest_id("super:curator-secret").expect("a digest");
+    let digest = zabkeeper_core::acl::digest_id("super:curator-secret").expect("a digest");
     let extra = format!("reconfig_enabled = true\nsuper_digest = \"{digest}\"");
     let mut ensemble = Ensemble::start_with(Settings { size: 3, extra, ..Settings::default() });
     let rt = runtime();

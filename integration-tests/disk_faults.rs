@@ -17,10 +17,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::ClientError;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
 use zookeeper_client as zk;
 
 /// Size of each member's tmpfs.
@@ -73,7 +73,7 @@ impl Drop for Tmpfs {
 }
 
 fn free_bytes(dir: &Path) -> u64 {
-    zabkeeper::server::disk::free_bytes(dir).expect("statvfs")
+    zabkeeper::runtime::disk::free_bytes(dir).expect("statvfs")
 }
 
 /// Mounts a tmpfs on every member's data directory, or None with the reason printed.

@@ -24,11 +24,11 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::recipes::{Election, Lock, RecipeError};
 use zabkeeper_client::{Client, ClientError};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// Runs blocking harness calls (kill, spawn, wait_serving) off the async threads.
 fn blocking<T>(f: impl FnOnce() -> T) -> T {

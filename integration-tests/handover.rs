@@ -12,9 +12,9 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::{Client, ClientError};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// Runs `zkctl admin ARGS` against member `id`'s admin port.
 fn zkctl(ensemble: &Ensemble, id: u64, args: &[&str]) -> Output {
@@ -49,7 +49,7 @@ async fn write_until(client: Client, name: &'static str, stop: Arc<AtomicBool>) 
             }
             Err(e @ (ClientError::SessionExpired | ClientError::Closed)) => panic!("{name}: the session ended: {e}"),
             Err(e) if e.is_connection_problem() => w.failures += 1,
-            Err(ClientError::Server(e)) if e.code == zabkeeper::error::ErrorCode::NodeExists => {
+            Err(ClientError::Server(e)) if e.code == zabkeeper_core::error::ErrorCode::NodeExists => {
                 // A retry of a create whose first answer was lost.
                 w.acked.push(path);
                 last = Instant::now();

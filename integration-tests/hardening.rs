@@ -18,10 +18,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::{ClientError, MultiOp};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// A TCP connection to `to` from the loopback address `from`.
 async fn from(from: &str, to: SocketAddr) -> TcpStream {

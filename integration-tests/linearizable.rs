@@ -8,9 +8,9 @@
 use crate::support::{runtime, within, Ensemble, Settings};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::{Client, ClientOptions, ANY_VERSION};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// Write-then-read rounds per check.
 const ROUNDS: u32 = 200;

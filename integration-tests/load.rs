@@ -13,9 +13,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::{CreateMode, Stat};
 use zabkeeper_client::Client;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::{CreateMode, Stat};
 
 /// Every node under `/` but ZooKeeper's own: path -> (data, Stat, ACL).
 async fn tree(c: &Client) -> BTreeMap<String, (Vec<u8>, Stat, Vec<Acl>)> {

@@ -7,8 +7,8 @@
 
 use crate::support::{connect, runtime, serial, Ensemble, Settings};
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
 
 #[test]
 fn observers_serve_forward_and_follow_but_never_vote() {

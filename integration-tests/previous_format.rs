@@ -22,7 +22,7 @@ use zabkeeper_client::{Acl, Client, CreateMode, Stat};
 const FIXTURE: &str = "storage-format-3";
 /// The format marker the fixture's store carries.
 const PREVIOUS_FORMAT: &str = "zabkeeper-storage/3";
-/// The store's marker file (`SIDECAR` in src/storage/sled_store), which
+/// The store's marker file (`SIDECAR` in crates/store), which
 /// names its format.
 const MARKER_FILE: &str = "ZABKEEPER";
 
@@ -118,7 +118,7 @@ fn unpack(into: &Path) {
 fn current_marker() -> String {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("fresh");
-    drop(zabkeeper::storage::sled_store::SledStorage::open(&store).expect("a fresh store"));
+    drop(zabkeeper_store::SledStorage::open(&store).expect("a fresh store"));
     std::fs::read_to_string(store.join(MARKER_FILE)).expect("a fresh store's marker")
 }
 

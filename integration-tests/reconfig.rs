@@ -8,9 +8,9 @@
 
 use crate::support::{connect, runtime, serial, Ensemble, Settings};
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::proto::admin as pb;
-use zabkeeper::tree::stat::CreateMode;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_proto::admin as pb;
 
 /// `zkctl admin member ...` against member `via`; its stdout, or a panic with its stderr.
 fn member(ensemble: &Ensemble, via: u64, args: &[&str]) -> Result<String, String> {
@@ -28,7 +28,7 @@ fn member(ensemble: &Ensemble, via: u64, args: &[&str]) -> Result<String, String
 
 async fn configuration(ensemble: &Ensemble, id: u64) -> pb::ConfigurationReply {
     let mut admin =
-        zabkeeper::proto::admin::admin_client::AdminClient::connect(format!("http://{}", ensemble.admin(id)))
+        zabkeeper_proto::admin::admin_client::AdminClient::connect(format!("http://{}", ensemble.admin(id)))
             .await
             .expect("admin connects");
     admin.get_configuration(pb::GetConfigurationRequest {}).await.expect("configuration").into_inner()
@@ -187,7 +187,7 @@ fn a_member_started_with_join_follows_and_is_added() {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let (text, ids) = loop {
             let text = std::fs::read_to_string(file).expect("read the config file");
-            let config = zabkeeper::config::ServerConfig::parse(&text, Some(id));
+            let config = zabkeeper_config::ServerConfig::parse(&text, Some(id));
             let config = config.unwrap_or_else(|e| panic!("{who} file does not load: {e}\n{text}"));
             let ids: Vec<u64> = config.members.iter().map(|m| m.id).collect();
             if ids.len() == 4 || std::time::Instant::now() > deadline {

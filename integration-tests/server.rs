@@ -11,11 +11,11 @@ use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::proto::client as pb;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::{Client, ClientError, ClientOptions};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_proto::client as pb;
 
 fn options() -> ClientOptions {
     ClientOptions::default()

@@ -15,17 +15,17 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use zabkeeper::acl::Acl;
-use zabkeeper::ids::{SessionId, Zxid};
-use zabkeeper::op::Op;
-use zabkeeper::replica::prep::check::{Context, Limits, PendingChanges};
-use zabkeeper::storage::sled_store::SledStorage;
-use zabkeeper::storage::{Recovered, Storage};
-use zabkeeper::tree::snapshot;
-use zabkeeper::tree::stat::CreateMode;
-use zabkeeper::tree::{DataTree, TreeState};
-use zabkeeper::txn::{Entry, Txn, TxnBody};
-use zabkeeper::zab::StorageOp;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::ids::{SessionId, Zxid};
+use zabkeeper_core::op::Op;
+use zabkeeper_core::replica::prep::check::{Context, Limits, PendingChanges};
+use zabkeeper_core::storage::{Recovered, Storage};
+use zabkeeper_core::tree::snapshot;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::{DataTree, TreeState};
+use zabkeeper_core::txn::{Entry, Txn, TxnBody};
+use zabkeeper_core::zab::StorageOp;
+use zabkeeper_store::SledStorage;
 
 /// Set in the writer child: the store's directory.
 const WRITER_ENV: &str = "ZK_CRASH_WRITER_DIR";

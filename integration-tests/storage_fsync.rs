@@ -20,14 +20,14 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use zabkeeper::acl::Acl;
-use zabkeeper::data::Data;
-use zabkeeper::ids::{SessionId, Zxid};
-use zabkeeper::storage::sled_store::SledStorage;
-use zabkeeper::storage::Storage;
-use zabkeeper::tree::{snapshot, DataTree};
-use zabkeeper::txn::{Entry, Txn, TxnBody};
-use zabkeeper::zab::StorageOp;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::data::Data;
+use zabkeeper_core::ids::{SessionId, Zxid};
+use zabkeeper_core::storage::Storage;
+use zabkeeper_core::tree::{snapshot, DataTree};
+use zabkeeper_core::txn::{Entry, Txn, TxnBody};
+use zabkeeper_core::zab::StorageOp;
+use zabkeeper_store::SledStorage;
 
 /// Set in the writer child: the store's directory.
 const WRITER_ENV: &str = "ZK_FSYNC_WRITER_DIR";
@@ -169,7 +169,7 @@ fn every_acknowledged_flush_is_fsynced() {
     let canonical = std::fs::canonicalize(&store_dir).expect("the store's directory");
     let log_db = canonical.join("db").display().to_string();
     let snapshot_dir = canonical.join("snapshots");
-    let snapshot_name = zabkeeper::storage::sled_store::snapshot_dir_name(Zxid::new(1, SMALL_WRITES + 1));
+    let snapshot_name = zabkeeper_store::snapshot_dir_name(Zxid::new(1, SMALL_WRITES + 1));
     // Synced while it is written under its temporary name, then renamed.
     let snap_db = snapshot_dir.join(format!("{snapshot_name}.new")).join("db").display().to_string();
     let snapshot_dir = snapshot_dir.display().to_string();

@@ -9,11 +9,11 @@ use crate::support::{runtime, within, Ensemble, Settings};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::proto::peer as peer_pb;
-use zabkeeper::proto::peer::peer_client::PeerClient;
-use zabkeeper::tree::stat::CreateMode;
 use zabkeeper_client::{Client, ClientTls};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_proto::peer as peer_pb;
+use zabkeeper_proto::peer::peer_client::PeerClient;
 use zookeeper_client as zk;
 
 /// A CA and a server certificate for localhost and 127.0.0.1 it signed.

@@ -3,7 +3,7 @@
 common        paths, the report, helpers every check shares
 dependencies  installs kubernetes-validate (and tomli) into a venv on demand
 flags         command lines and ZABKEEPER_*/ZKCTL_* variables against --help
-configs       TOML configs against src/config and the binary
+configs       TOML configs against crates/config and the binary
 probes        health checks and probes: what they are, which ports they dial
 docker        the Dockerfile
 compose       the docker compose file

@@ -1,4 +1,4 @@
-"""TOML configs: the keys src/config's file structs accept, read from the
+"""TOML configs: the keys crates/config's file structs accept, read from the
 Rust source, and each embedded config checked against them, against the
 deployment's conventions, and by the binary itself.
 """
@@ -11,17 +11,17 @@ from pathlib import Path
 
 from .common import REPO, clean_env, is_ip, is_loopback, rel, server_message, split_host_port, toml_loads
 
-# Keys the issue's interface adds; used only while src/config does not have
+# Keys the issue's interface adds; used only while crates/config does not have
 # them yet (reported as such).
 INTERFACE_TOP_KEYS = {"bind_host"}
 INTERFACE_MEMBER_KEYS = {"peer_bind", "grpc_bind", "client_bind", "admin_bind", "metrics_bind"}
 # The top-level key that holds FileTls; ZABKEEPER_TLS_<KEY> sets its keys
-# (src/config/overrides.rs).
+# (crates/config/src/overrides.rs).
 TLS_TABLE = "tls"
 
 
 class ConfigKeys(namedtuple("ConfigKeys", "top member required tls tls_required")):
-    """What src/config's file structs accept: the top-level keys (FileConfig's,
+    """What crates/config's file structs accept: the top-level keys (FileConfig's,
     `tls` among them, `server` not), the [[server]] keys (FileMember's) and
     the [tls] keys (FileTls's), with the ones a [[server]] and a [tls] must
     have."""
@@ -30,7 +30,7 @@ class ConfigKeys(namedtuple("ConfigKeys", "top member required tls tls_required"
 def config_keys(report):
     """The keys FileConfig, FileMember and FileTls accept, read from the
     source, and the keys a [[server]] and a [tls] must have."""
-    sources = sorted((REPO / "src").glob("config.rs")) + sorted((REPO / "src" / "config").glob("*.rs"))
+    sources = sorted((REPO / "crates" / "config" / "src").glob("*.rs"))
     texts = [(p, p.read_text()) for p in sources]
     found = {}  # struct -> the file that holds it
 
@@ -42,7 +42,7 @@ def config_keys(report):
                 found[struct] = path
                 break
         else:
-            report.fail(f"src/config: no `struct {struct}` found in {', '.join(rel(p) for p in sources)}")
+            report.fail(f"crates/config: no `struct {struct}` found in {', '.join(rel(p) for p in sources)}")
             return {}
         body = re.sub(r"//[^\n]*", "", m.group(1))
         result = {}
@@ -55,7 +55,7 @@ def config_keys(report):
             fm = re.match(r"^(?:pub(?:\([^)]*\))?\s+)?([a-z_][a-z0-9_]*)\s*:\s*(.+?),?$", line)
             if fm:
                 if any("rename" in a for a in attrs):
-                    report.fail(f"src/config: {struct}.{fm.group(1)} is renamed by serde; check.py cannot follow that")
+                    report.fail(f"crates/config: {struct}.{fm.group(1)} is renamed by serde; check.py cannot follow that")
                 optional = fm.group(2).startswith("Option<") or any("default" in a for a in attrs)
                 result[fm.group(1)] = (fm.group(2), optional)
                 attrs = []
@@ -68,17 +68,17 @@ def config_keys(report):
     top = set(top_fields) - {"server"}
     member = set(member_fields)
     where = ", ".join(rel(p) for p in sources)
-    report.ok(f"src/config: {len(top)} top-level keys and {len(member)} [[server]] keys read from {where}")
+    report.ok(f"crates/config: {len(top)} top-level keys and {len(member)} [[server]] keys read from {where}")
     if tls_fields:
         # Where FileConfig holds FileTls: the table ZABKEEPER_TLS_<KEY> sets.
         holders = sorted(k for k, (kind, _) in top_fields.items() if re.search(r"\bFileTls\b", kind))
-        report.check(holders == [TLS_TABLE], f"src/config: {len(tls_fields)} [{TLS_TABLE}] keys read from {rel(found['FileTls'])}",
-                     f"src/config: FileConfig holds FileTls as {', '.join(holders) or 'no key'}, not as `{TLS_TABLE}`, "
+        report.check(holders == [TLS_TABLE], f"crates/config: {len(tls_fields)} [{TLS_TABLE}] keys read from {rel(found['FileTls'])}",
+                     f"crates/config: FileConfig holds FileTls as {', '.join(holders) or 'no key'}, not as `{TLS_TABLE}`, "
                      f"the table check.py checks and ZABKEEPER_{TLS_TABLE.upper()}_<KEY> sets")
     for keys, interface, what in ((top, INTERFACE_TOP_KEYS, "top-level"), (member, INTERFACE_MEMBER_KEYS, "[[server]]")):
         pending = interface - keys
         if pending:
-            report.skip(f"src/config: {what} keys {', '.join(sorted(pending))} are not in the source yet; accepted as the planned interface")
+            report.skip(f"crates/config: {what} keys {', '.join(sorted(pending))} are not in the source yet; accepted as the planned interface")
             keys |= pending
     return ConfigKeys(top, member, required(member_fields), set(tls_fields), required(tls_fields))
 
@@ -99,7 +99,7 @@ class Config:
 
 
 class Configs:
-    """Checks TOML configs against src/config and the binary."""
+    """Checks TOML configs against crates/config and the binary."""
 
     def __init__(self, report, keys, binaries):
         self.report = report
@@ -124,7 +124,7 @@ class Configs:
                 report.fail(f"{where}: {p}")
         else:
             admin = "admin remote, with a token" if data.get("admin_allow_remote") else "admin on loopback"
-            report.ok(f"{where}: {len(ids)} member(s), ids 1..{len(ids)}, keys known to src/config, {admin}, no secrets"
+            report.ok(f"{where}: {len(ids)} member(s), ids 1..{len(ids)}, keys known to crates/config, {admin}, no secrets"
                       + (", ruok enabled" if needs_ruok else ""))
         self.run_binary(where, text, ids, env)
         return config

@@ -1,5 +1,5 @@
 """The configuration reference (docs/src/configuration.md) against the keys
-src/config accepts: every key documented, nothing documented that the server
+crates/config accepts: every key documented, nothing documented that the server
 would refuse. Rows of its tables start with the key alone in backticks."""
 
 import re
@@ -23,7 +23,7 @@ def documented_keys(text):
 
 def check_config_reference(report, keys):
     """Each of the top-level, [[server]] and [tls] keys of `keys` (from
-    src/config) has a row in its section of the reference, and no row names
+    crates/config) has a row in its section of the reference, and no row names
     a key the server does not take."""
     if not REFERENCE.is_file():
         report.fail(f"{REFERENCE.relative_to(REPO)} is missing")
@@ -35,7 +35,7 @@ def check_config_reference(report, keys):
         documented = sections.get(title, set())
         missing, unknown = sorted(code - documented), sorted(documented - code)
         report.check(not missing and not unknown,
-                     f"docs: the {title} section documents exactly the {len(code)} keys src/config takes",
+                     f"docs: the {title} section documents exactly the {len(code)} keys crates/config takes",
                      f"docs: the {title} section of {REFERENCE.relative_to(REPO)}: "
                      + "; ".join(filter(None, [missing and f"undocumented: {', '.join(missing)}",
-                                               unknown and f"not keys of src/config: {', '.join(unknown)}"])))
+                                               unknown and f"not keys of crates/config: {', '.join(unknown)}"])))

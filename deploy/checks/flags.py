@@ -14,7 +14,7 @@ import subprocess
 from .common import clean_env
 
 # ZABKEEPER_<X> variables the binary reads itself rather than as config keys
-# (src/config/overrides.rs's NOT_KEYS).
+# (crates/config/src/overrides.rs's NOT_KEYS).
 BINARY_ENV = {"CONFIG", "ID", "LOG", "JOIN"}
 
 

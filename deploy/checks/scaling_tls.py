@@ -4,7 +4,7 @@ pod made for it with the `openssl` CLI (`make openssl-package` installs it).
 
 Each pod's certificate names its host in the headless Service, zk-N.zk-hs:
 the host of its peer address, which is what a member's peer certificate must
-carry under `peer = true` (src/tls.rs, PeerTls: a member is checked against
+carry under `peer = true` (src/security/tls.rs, PeerTls: a member is checked against
 the host of its peer address in the configuration in force, unless the file
 gives it a `peer_name`), and the name the check's own gRPC calls dial. Both
 server and client use are allowed, since a member shows it both when it

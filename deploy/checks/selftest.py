@@ -1,6 +1,6 @@
 """Checks of the checks: the config check and the variable check run on a
 small config with a [tls] table and on ZABKEEPER_TLS_<KEY> variables, with
-the keys just read from src/config, so that a check which stops seeing those
+the keys just read from crates/config, so that a check which stops seeing those
 keys fails here instead of quietly passing (or refusing) every deployment.
 """
 

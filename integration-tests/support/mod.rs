@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use zabkeeper::proto::admin::admin_client::AdminClient;
-use zabkeeper::proto::admin::StatusRequest;
+use zabkeeper_proto::admin::admin_client::AdminClient;
+use zabkeeper_proto::admin::StatusRequest;
 
 pub mod java;
 
@@ -320,7 +320,7 @@ impl Ensemble {
     }
 
     /// Asks one member for its status over the admin API.
-    pub async fn status(&self, id: u64) -> Option<zabkeeper::proto::admin::StatusReply> {
+    pub async fn status(&self, id: u64) -> Option<zabkeeper_proto::admin::StatusReply> {
         let addr = self.members[id as usize - 1].ports.admin;
         let scheme = if self.admin_tls.is_some() { "https" } else { "http" };
         let mut endpoint = tonic::transport::Endpoint::from_shared(format!("{scheme}://{addr}")).ok()?;

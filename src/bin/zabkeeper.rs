@@ -4,9 +4,9 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use zabkeeper::config::{LogFormat, ServerConfig, Sources};
-use zabkeeper::server::serve::{init_logs, log_filter, serve, shutdown_signal};
-use zabkeeper::storage::sled_store::SledStorage;
+use zabkeeper::serve::{init_logs, log_filter, serve, shutdown_signal};
+use zabkeeper_config::{LogFormat, ServerConfig, Sources};
+use zabkeeper_store::SledStorage;
 
 /// jemalloc, not glibc's malloc: with a million znodes glibc's heap holds
 /// millions of small free chunks, and the first large allocation after a
@@ -29,12 +29,12 @@ pub static malloc_conf: Option<&'static std::ffi::CStr> =
 
 /// The heap as jemalloc counts it, for `/metrics`. Its statistics are
 /// cached until the epoch advances, so each read advances it first.
-fn jemalloc_heap() -> Option<zabkeeper::metrics::HeapStats> {
+fn jemalloc_heap() -> Option<zabkeeper::telemetry::metrics::HeapStats> {
     use tikv_jemalloc_ctl::{epoch, stats};
     epoch::advance().ok()?;
     let allocated = stats::allocated::read().ok()?;
     let resident = stats::resident::read().ok()?;
-    Some(zabkeeper::metrics::HeapStats { allocated: allocated as u64, resident: resident as u64 })
+    Some(zabkeeper::telemetry::metrics::HeapStats { allocated: allocated as u64, resident: resident as u64 })
 }
 
 /// One replica of a zabkeeper ensemble.
@@ -70,7 +70,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    zabkeeper::metrics::set_heap_stats(jemalloc_heap);
+    zabkeeper::telemetry::metrics::set_heap_stats(jemalloc_heap);
     let config = match ServerConfig::load(&args.config, &Sources::of_process(args.id)) {
         Ok(c) => c,
         Err(e) => {
@@ -116,7 +116,8 @@ async fn run(args: Args, mut config: ServerConfig) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(addr) = &args.join {
-        match zabkeeper::reconfig::fetch_membership(addr, config.admin_token.as_deref(), config.tls.as_ref()).await {
+        match zabkeeper::ops::reconfig::fetch_membership(addr, config.admin_token.as_deref(), config.tls.as_ref()).await
+        {
             Ok(membership) => {
                 let line = config.me().member_line();
                 tracing::info!(via = %addr, members = %membership, "joining: add this member with `zkctl admin member add '{line}'`");

@@ -4,17 +4,17 @@
 //! or a cut connection. Every wait is bounded.
 
 use super::test_server::{connect, options, Proxy, TestServer};
-use crate::acl::perms;
-use crate::acl::Acl;
-use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
-use crate::tree::stat::CreateMode;
-use crate::tree::stat::EphemeralType;
-use crate::tree::watch::{AddWatchMode, WatcherType};
-use crate::tree::watch::{EventType, WatchEvent};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
 use zabkeeper_client::*;
+use zabkeeper_core::acl::perms;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::stat::EphemeralType;
+use zabkeeper_core::tree::watch::{AddWatchMode, WatcherType};
+use zabkeeper_core::tree::watch::{EventType, WatchEvent};
 
 fn open_acl() -> Vec<Acl> {
     Acl::open_unsafe()
@@ -221,7 +221,7 @@ async fn multi_applies_all_or_nothing_and_reports_every_op() {
         .unwrap();
     assert!(matches!(&reads[0], Ok(ReadResult::Data { data, .. }) if data == b"1"));
     assert_eq!(reads[1], Ok(ReadResult::Children(vec!["s-0000000000".into()])));
-    assert_eq!(reads[2], Err(crate::error::ZkError::new(ErrorCode::NoNode, "/x")));
+    assert_eq!(reads[2], Err(zabkeeper_core::error::ZkError::new(ErrorCode::NoNode, "/x")));
     let none = c.multi_read(&[ReadOp::GetData("/x".into())]).await.unwrap();
     assert_eq!(none[0].as_ref().unwrap_err().code, ErrorCode::NoNode);
 }

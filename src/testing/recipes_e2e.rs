@@ -4,17 +4,17 @@
 //! once, counters under contention. Every wait is bounded.
 
 use super::test_server::{connect, Proxy, TestServer};
-use crate::acl::Acl;
-use crate::error::ErrorCode;
 use crate::testing::{eventually, within};
-use crate::tree::stat::CreateMode;
-use crate::tree::watch::WatcherType;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use zabkeeper_client::recipes::*;
 use zabkeeper_client::{Client, ClientError};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::watch::WatcherType;
 
 /// The contender nodes of `prefix` in `dir`, lowest first.
 async fn queue_of(client: &Client, dir: &str, prefix: &str) -> Vec<String> {

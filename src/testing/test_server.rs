@@ -4,19 +4,19 @@
 //! its own tokio runtime so that `kill` drops every task and socket at once
 //! (as `kill -9` would), and with an in-memory disk that survives restarts.
 
-use crate::config::ServerConfig;
-use crate::ids::{Epoch, Zxid};
-use crate::proto::client::zab_keeper_server::ZabKeeperServer;
-use crate::rpc::client::{ClientService, MAX_CLIENT_MESSAGE};
-use crate::storage::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
+use crate::ports::grpc::{ClientService, MAX_CLIENT_MESSAGE};
 use crate::testing::free_port;
-use crate::txn::Entry;
-use crate::zab::StorageOp;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use zabkeeper_client::{Client, ClientOptions};
+use zabkeeper_config::ServerConfig;
+use zabkeeper_core::ids::{Epoch, Zxid};
+use zabkeeper_core::storage::{PurgeReport, Recovered, Scan, SnapshotMeta, Storage, StorageError};
+use zabkeeper_core::txn::Entry;
+use zabkeeper_core::zab::StorageOp;
+use zabkeeper_proto::client::zab_keeper_server::ZabKeeperServer;
 
 #[derive(Default)]
 struct Disk {
@@ -158,7 +158,11 @@ impl TestServer {
                     Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
                 }
             };
-            let started = match crate::server::start(config, storage, shutdown_rx) {
+            let links = |handle: &crate::runtime::handle::Handle| -> Box<dyn crate::runtime::Links> {
+                let addrs = crate::peer::addresses(&handle.config);
+                Box::new(crate::peer::links(handle.config.id, addrs, handle.clone(), None).0)
+            };
+            let started = match crate::runtime::start(config, storage, shutdown_rx, links) {
                 Ok(s) => s,
                 Err(e) => return drop(ready_tx.send(Err(e.to_string()))),
             };
@@ -166,7 +170,7 @@ impl TestServer {
                 .max_decoding_message_size(MAX_CLIENT_MESSAGE)
                 .max_encoding_message_size(MAX_CLIENT_MESSAGE);
             let _ = ready_tx.send(Ok(()));
-            let incoming = crate::server::serve::incoming(listener);
+            let incoming = crate::serve::incoming(listener);
             let _ = tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming).await;
         });
         match tokio::time::timeout(Duration::from_secs(10), ready).await {

@@ -9,16 +9,16 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use zabkeeper::acl::Acl;
-use zabkeeper::ids::{SessionId, Zxid};
-use zabkeeper::op::Op;
-use zabkeeper::replica::prep::check::{Context, Limits, PendingChanges};
-use zabkeeper::storage::sled_store::SledStorage;
-use zabkeeper::storage::Storage;
-use zabkeeper::tree::stat::CreateMode;
-use zabkeeper::tree::{snapshot, DataTree};
-use zabkeeper::txn::{Entry, Txn, TxnBody};
-use zabkeeper::zab::StorageOp;
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::ids::{SessionId, Zxid};
+use zabkeeper_core::op::Op;
+use zabkeeper_core::replica::prep::check::{Context, Limits, PendingChanges};
+use zabkeeper_core::storage::Storage;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::{snapshot, DataTree};
+use zabkeeper_core::txn::{Entry, Txn, TxnBody};
+use zabkeeper_core::zab::StorageOp;
+use zabkeeper_store::SledStorage;
 
 const SESSION: SessionId = SessionId(0x0100_0000_0000_0001);
 /// Transactions per tree-apply iteration: half creates, half setData.
@@ -157,7 +157,7 @@ fn tree_reads(c: &mut Criterion) {
     group.bench_function("get_data_100B", |b| {
         b.iter(|| {
             for op in &reads {
-                black_box(zabkeeper::replica::reads::execute(&mut tree, SESSION, &[], op));
+                black_box(zabkeeper_core::replica::reads::execute(&mut tree, SESSION, &[], op));
             }
         })
     });

@@ -4,12 +4,12 @@ use super::output::{data_json, stat_json, watched_line, Encoding, Exit, Printer}
 use futures::stream::{self, StreamExt};
 use serde_json::json;
 use std::collections::VecDeque;
-use zabkeeper::acl::Acl;
-use zabkeeper::error::ErrorCode;
-use zabkeeper::tree::stat::CreateMode;
-use zabkeeper::tree::watch::{AddWatchMode, WatcherType};
 use zabkeeper_client::acl_spec::parse_acl;
 use zabkeeper_client::{Client, ClientError, ConnectionState, OneshotWatcher, WatchedEvent};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::tree::stat::CreateMode;
+use zabkeeper_core::tree::watch::{AddWatchMode, WatcherType};
 
 /// Requests kept in flight by the tree walks (the session answers them in order).
 const PIPELINE: usize = 64;
@@ -313,7 +313,7 @@ pub async fn stat(client: &Client, out: &Printer, path: &str) -> Result<Exit, Cl
             out.stat(&stat);
             Ok(Exit::Ok)
         }
-        None => Err(ClientError::Server(zabkeeper::error::ZkError::new(ErrorCode::NoNode, path))),
+        None => Err(ClientError::Server(zabkeeper_core::error::ZkError::new(ErrorCode::NoNode, path))),
     }
 }
 

@@ -4,9 +4,9 @@
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::Path;
-use zabkeeper::admin::zookeeper_export::{self, Source};
-use zabkeeper::admin::zookeeper_import;
 use zabkeeper_client::ClientError;
+use zabkeeper_datadir::zookeeper_export::{self, Source};
+use zabkeeper_datadir::zookeeper_import;
 
 /// Imports ZooKeeper's data in `zookeeper_data` (logs in `log_dir` if apart) into `data_dir`.
 pub fn run(zookeeper_data: &Path, log_dir: Option<&Path>, data_dir: &Path, out: &Printer) -> Result<Exit, ClientError> {

@@ -25,9 +25,9 @@ use output::{Encoding, Exit, Printer};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use zabkeeper::tree::watch::WatcherType;
 use zabkeeper_client::acl_spec::parse_acl;
 use zabkeeper_client::{Client, ClientError, ClientOptions, ClientTls};
+use zabkeeper_core::tree::watch::WatcherType;
 
 /// Largest subtree `ls -R` and `rm -r` walk unless told otherwise.
 const DEFAULT_MAX_NODES: usize = 100_000;
@@ -97,7 +97,7 @@ pub struct AdminTarget {
 #[derive(Default)]
 struct Plan {
     /// A create's mode and ACL.
-    create: Option<(zabkeeper::tree::stat::CreateMode, Vec<zabkeeper::acl::Acl>)>,
+    create: Option<(zabkeeper_core::tree::stat::CreateMode, Vec<zabkeeper_core::acl::Acl>)>,
     /// The data of `create` / `set`: from the line, a file or stdin.
     data: Vec<u8>,
     /// The operations of `multi`.

@@ -190,8 +190,8 @@ pub async fn run(client: &Client, out: &Printer, ops: &[PlannedOp]) -> Result<Ex
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zabkeeper::acl::Acl;
-    use zabkeeper::tree::stat::CreateMode;
+    use zabkeeper_core::acl::Acl;
+    use zabkeeper_core::tree::stat::CreateMode;
 
     #[test]
     fn lines_become_ops_in_order_skipping_blanks_and_comments() {

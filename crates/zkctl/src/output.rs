@@ -3,11 +3,11 @@
 
 use serde_json::{json, Value};
 use std::io::Write;
-use zabkeeper::acl::Acl;
-use zabkeeper::tree::stat::Stat;
-use zabkeeper::tree::watch::WatchEvent;
 use zabkeeper_client::acl_spec::{format_acl, format_perms};
 use zabkeeper_client::{ClientError, ConnectionState, WatchedEvent};
+use zabkeeper_core::acl::Acl;
+use zabkeeper_core::tree::stat::Stat;
+use zabkeeper_core::tree::watch::WatchEvent;
 
 /// Process exit codes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ pub fn format_time(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let days = secs.div_euclid(86_400);
     let rest = secs.rem_euclid(86_400);
-    let (year, month, day) = zabkeeper::admin::backup::time::civil_from_days(days);
+    let (year, month, day) = zabkeeper_datadir::backup::time::civil_from_days(days);
     let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
     let month_name = MONTHS[(month - 1) as usize];
     format!("{weekday} {month_name} {day:02} {:02}:{:02}:{:02} UTC {year}", rest / 3600, rest % 3600 / 60, rest % 60)
@@ -301,7 +301,7 @@ impl Printer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zabkeeper::error::{ErrorCode, ZkError};
+    use zabkeeper_core::error::{ErrorCode, ZkError};
 
     #[test]
     fn times_print_like_java_dates_in_utc() {

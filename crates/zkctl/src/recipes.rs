@@ -5,9 +5,9 @@ use super::commands::interrupted;
 use super::output::{data_json, Encoding, Exit, Printer};
 use serde_json::json;
 use std::time::Duration;
-use zabkeeper::error::{ErrorCode, ZkError};
 use zabkeeper_client::recipes::{Election, Lock, RecipeError};
 use zabkeeper_client::{Client, ClientError};
+use zabkeeper_core::error::{ErrorCode, ZkError};
 
 /// A recipe's failure as the error zkctl reports.
 fn client_error(e: RecipeError) -> ClientError {

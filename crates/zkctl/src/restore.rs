@@ -6,13 +6,13 @@ use crate::admin::show;
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use zabkeeper::admin::backup::format::Kind;
-use zabkeeper::admin::backup::restore::{self, Target};
-use zabkeeper::admin::backup::time::{format_time, parse_time};
-use zabkeeper::admin::backup::{BackupError, Catalog};
-use zabkeeper::admin::{convert, log};
-use zabkeeper::ids::{SessionId, Zxid};
 use zabkeeper_client::ClientError;
+use zabkeeper_core::ids::{SessionId, Zxid};
+use zabkeeper_datadir::backup::format::Kind;
+use zabkeeper_datadir::backup::restore::{self, Target};
+use zabkeeper_datadir::backup::time::{format_time, parse_time};
+use zabkeeper_datadir::backup::{BackupError, Catalog};
+use zabkeeper_datadir::{convert, log};
 
 /// What `zkctl restore` was asked.
 #[derive(clap::Args, Debug)]

@@ -13,9 +13,9 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use zabkeeper::config::{ServerConfig, Sources};
-use zabkeeper::server::serve::{init_logs, log_filter, serve, shutdown_signal, Bound};
-use zabkeeper::storage::mem_store::MemStorage;
+use zabkeeper::serve::{init_logs, log_filter, serve, shutdown_signal, Bound};
+use zabkeeper_config::{ServerConfig, Sources};
+use zabkeeper_core::storage::mem_store::MemStorage;
 
 /// The allocator the real server runs, so the two compare like for like.
 #[global_allocator]

@@ -1,5 +1,5 @@
 //! `zkctl admin backup --to DIR`: keeps a point-in-time backup of the
-//! ensemble (`zabkeeper::admin::backup`): a member's snapshot, then every
+//! ensemble (`zabkeeper_datadir::backup`): a member's snapshot, then every
 //! committed transaction from its FollowRaw stream, and snapshots of the
 //! backup's own as it goes. When the member goes away it resumes after the
 //! last transaction it holds on another member; when the log it needs was
@@ -11,11 +11,11 @@ use crate::output::{Exit, Printer};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zabkeeper::admin::backup::writer::{Options, Writer};
-use zabkeeper::admin::backup::BackupError;
-use zabkeeper::ids::Zxid;
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_core::ids::Zxid;
+use zabkeeper_datadir::backup::writer::{Options, Writer};
+use zabkeeper_datadir::backup::BackupError;
+use zabkeeper_proto::admin as pb;
 
 /// How long buffered transactions may wait before they are made durable.
 const SYNC_EVERY: Duration = Duration::from_millis(100);
@@ -91,7 +91,7 @@ pub async fn backup_command(
     let dir = args.to;
     let backup_err = |e: BackupError| ClientError::InvalidArgument(format!("backup: {e}"));
     // Held until the command ends: one writer per backup directory.
-    let _lock = zabkeeper::admin::backup::lock_for_writing(&dir).map_err(backup_err)?;
+    let _lock = zabkeeper_datadir::backup::lock_for_writing(&dir).map_err(backup_err)?;
     let mut writer = match Writer::open(&dir, options).map_err(backup_err)? {
         Some((writer, reopened)) => {
             if let Some((file, offset)) = &reopened.truncated {

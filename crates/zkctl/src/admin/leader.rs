@@ -4,8 +4,8 @@
 use super::{rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use serde_json::json;
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_proto::admin as pb;
 
 /// What to do with leadership.
 #[derive(clap::Subcommand, Debug)]

@@ -8,8 +8,8 @@ use super::show::zxid;
 use super::{rpc_error, Dialer};
 use crate::output::Printer;
 use serde_json::json;
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_proto::admin as pb;
 
 /// Bytes per streamed message (well under gRPC's 4 MiB default).
 const CHUNK_BYTES: usize = 1024 * 1024;

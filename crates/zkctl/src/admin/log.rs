@@ -7,9 +7,9 @@ use super::{offline_error, parse_u64, rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zabkeeper::admin::{convert, log, offline};
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_datadir::{convert, log, offline};
+use zabkeeper_proto::admin as pb;
 
 /// `zkctl admin log`.
 #[derive(clap::Args, Debug)]
@@ -75,7 +75,7 @@ fn log_filter(args: &LogArgs) -> Result<log::Filter, ClientError> {
             .as_deref()
             .map(|s| parse_u64("--session", s))
             .transpose()?
-            .map(|s| zabkeeper::ids::SessionId(s as i64)),
+            .map(|s| zabkeeper_core::ids::SessionId(s as i64)),
         kind: args.kind.clone(),
     })
 }
@@ -97,11 +97,11 @@ pub async fn log_command(server: &str, dialer: &Dialer, args: LogArgs, out: &Pri
         let (entry, offline) = match data_dir {
             Some(dir) => {
                 let copy = offline::open_copy(dir).map_err(offline_error)?;
-                let found = log::entry(&copy.storage, zabkeeper::ids::Zxid(z))
+                let found = log::entry(&copy.storage, zabkeeper_core::ids::Zxid(z))
                     .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
                 let found = found
                     .ok_or_else(|| ClientError::InvalidArgument(format!("no entry {z:#x} in {}", dir.display())))?;
-                (convert::entry(&found, zabkeeper::ids::Zxid::ZERO), true)
+                (convert::entry(&found, zabkeeper_core::ids::Zxid::ZERO), true)
             }
             None => {
                 let mut admin = dialer.connect(server).await?;
@@ -126,8 +126,8 @@ pub async fn log_command(server: &str, dialer: &Dialer, args: LogArgs, out: &Pri
     if let Some(dir) = &args.data_dir {
         let copy = offline::open_copy(dir).map_err(offline_error)?;
         let query = log::Query {
-            from: zabkeeper::ids::Zxid(from.unwrap_or(0)),
-            to: zabkeeper::ids::Zxid(to.unwrap_or(u64::MAX)),
+            from: zabkeeper_core::ids::Zxid(from.unwrap_or(0)),
+            to: zabkeeper_core::ids::Zxid(to.unwrap_or(u64::MAX)),
             last: args.last.map(|n| n as usize),
             limit: args.limit as usize,
             filter,
@@ -135,7 +135,7 @@ pub async fn log_command(server: &str, dialer: &Dialer, args: LogArgs, out: &Pri
         };
         let page = log::read(&copy.storage, &query).map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
         let entries: Vec<pb::LogEntry> =
-            page.entries.iter().map(|e| convert::entry(e, zabkeeper::ids::Zxid::ZERO)).collect();
+            page.entries.iter().map(|e| convert::entry(e, zabkeeper_core::ids::Zxid::ZERO)).collect();
         print_entries(&entries, true, out);
         if let Some(next) = page.next {
             eprintln!("more entries follow: continue with --from {}", zxid(next.0));

@@ -6,8 +6,8 @@ use super::show::table;
 use super::{rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use serde_json::json;
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_proto::admin as pb;
 
 /// What to do with the membership.
 #[derive(clap::Subcommand, Debug)]

@@ -20,11 +20,11 @@ use std::time::Duration;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use zabkeeper::admin::{offline, snapshots};
-use zabkeeper::proto::admin as pb;
-use zabkeeper::proto::admin::admin_client::AdminClient;
-use zabkeeper::storage::Storage;
 use zabkeeper_client::{ClientError, ClientTls};
+use zabkeeper_core::storage::Storage;
+use zabkeeper_datadir::{offline, snapshots};
+use zabkeeper_proto::admin as pb;
+use zabkeeper_proto::admin::admin_client::AdminClient;
 
 /// Where to send admin calls and how to authenticate them.
 #[derive(clap::Args, Debug)]

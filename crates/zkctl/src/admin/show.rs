@@ -3,7 +3,7 @@
 
 use base64::Engine;
 use serde_json::{json, Value};
-use zabkeeper::proto::admin as pb;
+use zabkeeper_proto::admin as pb;
 
 /// Rows under a header, each column as wide as its widest cell.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {

@@ -6,9 +6,9 @@ use super::{offline_error, parse_u64, rpc_error, Dialer};
 use crate::output::{Exit, Printer};
 use serde_json::json;
 use std::path::PathBuf;
-use zabkeeper::admin::{offline, snapshots};
-use zabkeeper::proto::admin as pb;
 use zabkeeper_client::ClientError;
+use zabkeeper_datadir::{offline, snapshots};
+use zabkeeper_proto::admin as pb;
 
 /// `zkctl admin snapshot …`.
 #[derive(clap::Subcommand, Debug)]

@@ -1,0 +1,223 @@
+//! Answers to four-letter words, in ZooKeeper's text formats (ops tools parse
+//! `srvr`'s `Mode:` line and `mntr`'s tab-separated keys). A word not in the
+//! configured whitelist gets ZooKeeper's refusal text. The figures come from
+//! [`Facts`], which the AdminServer's JSON commands render too.
+
+use super::facts::{self, Facts, NOT_SERVING};
+use crate::runtime::handle::Handle;
+use futures::future::BoxFuture;
+use std::fmt::Write;
+use zabkeeper_core::wire::four_letter::FourLetterWord;
+
+pub use super::facts::VERSION;
+
+/// The text answer to `word`.
+pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
+    if word == FourLetterWord::TelnetClose {
+        return String::new();
+    }
+    let name = word.name();
+    if !handle.config.four_letter_word_enabled(name) {
+        return format!("{name} is not executed because it is not in the whitelist.\n");
+    }
+    match Facts::gather(handle).await {
+        // Only mntr shows the disk: the others skip the walk of the data directory.
+        Some(facts) if word == FourLetterWord::Mntr => render(word, &facts.with_disk().await),
+        Some(facts) => render(word, &facts),
+        None => format!("{NOT_SERVING}\n"),
+    }
+}
+
+/// [`answer`] in the form the ZooKeeper port takes it
+/// (`crate::ports::zookeeper::Words`).
+pub fn answer_boxed(word: FourLetterWord, handle: Handle) -> BoxFuture<'static, String> {
+    Box::pin(async move { answer(word, &handle).await })
+}
+
+/// The text of `word` from `facts` (the whitelist already checked).
+pub fn render(word: FourLetterWord, facts: &Facts) -> String {
+    match word {
+        FourLetterWord::Ruok => "imok".into(),
+        FourLetterWord::Isro => "rw".into(),
+        FourLetterWord::Srvr => serving_or(facts, || version_line() + &server_stats(facts)),
+        FourLetterWord::Stat => serving_or(facts, || {
+            let mut out = version_line() + "Clients:\n";
+            for c in &facts.connections {
+                out.push_str(&connection_line(c, false));
+            }
+            out.push('\n');
+            out + &server_stats(facts)
+        }),
+        FourLetterWord::Mntr => mntr(facts),
+        FourLetterWord::Conf => conf(facts),
+        FourLetterWord::Cons => {
+            let mut out = String::new();
+            for c in &facts.connections {
+                out.push_str(&connection_line(c, true));
+            }
+            out.push('\n');
+            out
+        }
+        FourLetterWord::Envi => {
+            let mut out = String::from("Environment:\n");
+            for (k, v) in facts::environment() {
+                let _ = writeln!(out, "{k}={v}");
+            }
+            out
+        }
+        FourLetterWord::Wchs => {
+            let (sessions, paths, total) = facts.watch_summary();
+            format!("{sessions} connections watching {paths} paths\nTotal watches:{total}\n")
+        }
+        FourLetterWord::Wchc => {
+            let mut out = String::new();
+            for (session, paths) in &facts.details.watches {
+                let _ = writeln!(out, "0x{:x}", session.0);
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out
+        }
+        FourLetterWord::Wchp => {
+            let mut out = String::new();
+            for (path, sessions) in facts.watches_by_path() {
+                let _ = writeln!(out, "{path}");
+                for s in sessions {
+                    let _ = writeln!(out, "\t0x{:x}", s.0);
+                }
+            }
+            out
+        }
+        FourLetterWord::Dump => {
+            let mut out = format!("SessionTracker dump:\nGlobal Sessions({}):\n", facts.report.sessions);
+            let ephemerals = &facts.details.ephemerals;
+            let _ = writeln!(out, "ephemeral nodes dump:\nSessions with Ephemerals ({}):", ephemerals.len());
+            for (session, paths) in ephemerals {
+                let _ = writeln!(out, "0x{:x}:", session.0);
+                for p in paths {
+                    let _ = writeln!(out, "\t{p}");
+                }
+            }
+            out
+        }
+        other => format!("{} is not executed because it is not supported by this server.\n", other.name()),
+    }
+}
+
+fn serving_or(facts: &Facts, f: impl FnOnce() -> String) -> String {
+    if facts.serving() {
+        f()
+    } else {
+        format!("{NOT_SERVING}\n")
+    }
+}
+
+fn version_line() -> String {
+    format!("Zookeeper version: {}\n", facts::full_version())
+}
+
+/// One connection as ZooKeeper's `dumpConnectionInfo` prints it: brief for
+/// `stat`, with the session and the last operation for `cons`.
+fn connection_line(c: &facts::Connection, full: bool) -> String {
+    let (received, sent) = c.figures.as_ref().map_or((0, 0), |f| (f.received, f.sent));
+    let mut out = format!(" /{}[1](queued={},recved={received},sent={sent}", c.remote, c.queued);
+    if let (true, Some(session), Some(f)) = (full, c.session, &c.figures) {
+        let _ = write!(
+            out,
+            ",sid=0x{:x},lop={},est={},to={},lcxid=0x{:x},lzxid=0x{:x},lresp={},llat={},minlat={},avglat={},maxlat={}",
+            session.0,
+            f.last_op,
+            f.established_ms,
+            c.timeout_ms,
+            f.last_xid,
+            f.last_zxid,
+            f.last_response_ms,
+            f.last_latency_ms,
+            f.min_latency_ms as u64,
+            f.avg_latency_ms as u64,
+            f.max_latency_ms as u64,
+        );
+    }
+    out.push_str(")\n");
+    out
+}
+
+/// The body `srvr` and `stat` share (ZooKeeper's `ServerStats.toString`).
+fn server_stats(facts: &Facts) -> String {
+    let s = facts.server_stats();
+    format!(
+        "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
+        s.min_latency,
+        s.avg_latency,
+        s.max_latency,
+        s.packets_received,
+        s.packets_sent,
+        s.connections,
+        s.outstanding,
+        s.last_processed_zxid,
+        s.server_state,
+        s.node_count
+    )
+}
+
+/// `mntr`: ZooKeeper's keys with `zk_`, then three this server has always
+/// printed (zk_followers is ZooKeeper 3.4's name for 3.5's zk_learners).
+fn mntr(facts: &Facts) -> String {
+    let mut out = String::new();
+    for (k, v) in facts.monitor() {
+        let _ = writeln!(out, "zk_{k}\t{}", v.text());
+    }
+    let _ = writeln!(out, "zk_last_zxid\t0x{:x}", facts.report.last_applied.0);
+    let _ = writeln!(out, "zk_expired_sessions\t{}", facts.report.counters.expired_sessions);
+    if facts.report.status.role == zabkeeper_core::zab::Role::Leading && !facts.config.standalone() {
+        let _ = writeln!(out, "zk_followers\t{}", facts.report.followers.len());
+    }
+    out
+}
+
+fn conf(facts: &Facts) -> String {
+    let mut out = String::new();
+    for s in facts::settings(&facts.config) {
+        if let Some(key) = s.text {
+            let _ = writeln!(out, "{key}={}", s.value.text());
+        }
+    }
+    let _ = writeln!(out, "membership: ");
+    for m in &facts.config.members {
+        let client = m.client_addr.as_ref().map_or(String::new(), |a| format!(";{a}"));
+        let _ = writeln!(out, "server.{}={}:{}:participant{client}", m.id, m.peer_addr.host(), m.peer_addr.port());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::facts::tests::leader;
+
+    #[test]
+    fn text_words_render_the_shared_figures() {
+        let f = leader();
+        let srvr = render(FourLetterWord::Srvr, &f);
+        assert!(srvr.contains("Latency min/avg/max: 0/1.0000/3\n"), "{srvr}");
+        assert!(srvr.contains("Mode: leader\n") && srvr.contains("Zxid: 0x100000005\n"), "{srvr}");
+        let mntr = render(FourLetterWord::Mntr, &f);
+        for line in ["zk_server_state\tleader", "zk_synced_followers\t1", "zk_followers\t2", "zk_avg_latency\t1.0000"] {
+            assert!(mntr.lines().any(|l| l == line), "{line} in {mntr}");
+        }
+        let cons = render(FourLetterWord::Cons, &f);
+        assert!(cons.starts_with(" /127.0.0.1:5000[1](queued=0,recved=3,sent=4,sid=0x10,lop=GETD,"), "{cons}");
+        assert_eq!(render(FourLetterWord::Wchp, &f), "/a\n\t0x10\n/b\n\t0x10\n");
+        assert_eq!(render(FourLetterWord::Wchc, &f), "0x10\n\t/a\n\t/b\n");
+        assert!(render(FourLetterWord::Conf, &f).contains("tickTime=100\n"));
+    }
+
+    #[test]
+    fn a_member_not_serving_says_so() {
+        let mut f = leader();
+        f.report.status.serving = false;
+        assert_eq!(render(FourLetterWord::Srvr, &f), format!("{NOT_SERVING}\n"));
+        assert!(render(FourLetterWord::Mntr, &f).contains("zk_server_state\tlooking\n"));
+    }
+}

@@ -1,0 +1,241 @@
+//! Request statistics, as ZooKeeper's `srvr`, `cons` and `stat` print them:
+//! for the member ([`ServerStats`]) and per connection ([`ConnStats`]):
+//! requests received, messages sent, the last operation, its xid and zxid,
+//! when the last reply went out and the reply latencies. Both client ports
+//! keep them; the four-letter words, the admin API and the metrics read them.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use zabkeeper_core::replica::ConnId;
+use zabkeeper_store::clock::now_ms;
+
+/// Request counters and latencies the front ends keep (for `srvr`, `mntr`).
+#[derive(Debug)]
+pub struct ServerStats {
+    received: AtomicU64,
+    sent: AtomicU64,
+    latency_count: AtomicU64,
+    latency_sum_us: AtomicU64,
+    latency_min_us: AtomicU64,
+    latency_max_us: AtomicU64,
+}
+
+/// A copy of [`ServerStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Requests received.
+    pub received: u64,
+    /// Replies and events sent.
+    pub sent: u64,
+    /// Fastest reply, ms.
+    pub min_ms: f64,
+    /// Mean reply time, ms.
+    pub avg_ms: f64,
+    /// Slowest reply, ms.
+    pub max_ms: f64,
+}
+
+impl Default for ServerStats {
+    fn default() -> ServerStats {
+        ServerStats {
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            latency_count: AtomicU64::new(0),
+            latency_sum_us: AtomicU64::new(0),
+            latency_min_us: AtomicU64::new(u64::MAX),
+            latency_max_us: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ServerStats {
+    /// Counts a request in.
+    pub fn received(&self) {
+        self.received.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a message out.
+    pub fn sent(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the time from a request's arrival to its reply.
+    pub fn latency(&self, elapsed: Duration) {
+        let us = elapsed.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+        self.latency_min_us.fetch_min(us, Ordering::Relaxed);
+        self.latency_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let count = self.latency_count.load(Ordering::Relaxed);
+        let min = self.latency_min_us.load(Ordering::Relaxed);
+        StatsSnapshot {
+            received: self.received.load(Ordering::Relaxed),
+            sent: self.sent.load(Ordering::Relaxed),
+            min_ms: if count == 0 { 0.0 } else { min as f64 / 1000.0 },
+            avg_ms: if count == 0 {
+                0.0
+            } else {
+                self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
+            },
+            max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
+        }
+    }
+}
+
+/// The counters of one connection. Updated with relaxed atomics on the
+/// request path; readers see a recent, not necessarily consistent, picture.
+#[derive(Debug)]
+pub struct ConnStats {
+    /// The client's address, when known.
+    pub peer: Option<SocketAddr>,
+    /// When the connection was established, ms since the Unix epoch.
+    pub established_ms: i64,
+    /// Packets and latencies, counted as the server's own.
+    traffic: ServerStats,
+    last_op: Mutex<&'static str>,
+    last_xid: AtomicI64,
+    last_zxid: AtomicI64,
+    last_response_ms: AtomicI64,
+    last_latency_us: AtomicU64,
+}
+
+/// A copy of one connection's counters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnFigures {
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
+    /// Established, ms since the epoch.
+    pub established_ms: i64,
+    /// Requests received.
+    pub received: u64,
+    /// Replies and events sent.
+    pub sent: u64,
+    /// ZooKeeper's abbreviation of the last operation answered ("NA" before any).
+    pub last_op: &'static str,
+    /// The xid of the last request answered.
+    pub last_xid: i64,
+    /// The zxid of the last reply.
+    pub last_zxid: i64,
+    /// When the last reply went out, ms since the epoch (0: none yet).
+    pub last_response_ms: i64,
+    /// The last reply's latency, ms.
+    pub last_latency_ms: u64,
+    /// Fastest reply, ms.
+    pub min_latency_ms: f64,
+    /// Mean reply time, ms.
+    pub avg_latency_ms: f64,
+    /// Slowest reply, ms.
+    pub max_latency_ms: f64,
+}
+
+impl ConnStats {
+    /// Counters of a connection from `peer` established now.
+    pub fn new(peer: Option<SocketAddr>) -> ConnStats {
+        ConnStats {
+            peer,
+            established_ms: now_ms(),
+            traffic: ServerStats::default(),
+            last_op: Mutex::new("NA"),
+            last_xid: AtomicI64::new(-1),
+            last_zxid: AtomicI64::new(-1),
+            last_response_ms: AtomicI64::new(0),
+            last_latency_us: AtomicU64::new(0),
+        }
+    }
+
+    /// A request arrived.
+    pub fn received(&self) {
+        self.traffic.received();
+    }
+
+    /// A message (reply or event) went out.
+    pub fn sent(&self) {
+        self.traffic.sent();
+    }
+
+    /// A reply to request `xid` (operation `op`, abbreviated) carried `zxid` after `elapsed`.
+    pub fn replied(&self, op: &'static str, xid: i32, zxid: i64, elapsed: Duration) {
+        *self.last_op.lock().unwrap_or_else(PoisonError::into_inner) = op;
+        self.last_xid.store(i64::from(xid), Ordering::Relaxed);
+        self.last_zxid.store(zxid, Ordering::Relaxed);
+        self.last_response_ms.store(now_ms(), Ordering::Relaxed);
+        let us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.last_latency_us.store(us, Ordering::Relaxed);
+        self.traffic.latency(elapsed);
+    }
+
+    /// The counters now.
+    pub fn figures(&self) -> ConnFigures {
+        let traffic = self.traffic.snapshot();
+        ConnFigures {
+            peer: self.peer,
+            established_ms: self.established_ms,
+            received: traffic.received,
+            sent: traffic.sent,
+            last_op: *self.last_op.lock().unwrap_or_else(PoisonError::into_inner),
+            last_xid: self.last_xid.load(Ordering::Relaxed),
+            last_zxid: self.last_zxid.load(Ordering::Relaxed),
+            last_response_ms: self.last_response_ms.load(Ordering::Relaxed),
+            last_latency_ms: self.last_latency_us.load(Ordering::Relaxed) / 1000,
+            min_latency_ms: traffic.min_ms,
+            avg_latency_ms: traffic.avg_ms,
+            max_latency_ms: traffic.max_ms,
+        }
+    }
+}
+
+/// Every open connection's counters, by connection id.
+#[derive(Debug, Default)]
+pub struct ConnRegistry {
+    conns: Mutex<HashMap<ConnId, Arc<ConnStats>>>,
+}
+
+impl ConnRegistry {
+    /// Registers a new connection.
+    pub fn open(&self, conn: ConnId, peer: Option<SocketAddr>) -> Arc<ConnStats> {
+        let stats = Arc::new(ConnStats::new(peer));
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner).insert(conn, stats.clone());
+        stats
+    }
+
+    /// Forgets a closed connection.
+    pub fn close(&self, conn: ConnId) {
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner).remove(&conn);
+    }
+
+    /// One connection's counters.
+    pub fn get(&self, conn: ConnId) -> Option<ConnFigures> {
+        self.conns.lock().unwrap_or_else(PoisonError::into_inner).get(&conn).map(|s| s.figures())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_follow_requests_and_replies() {
+        let registry = ConnRegistry::default();
+        let stats = registry.open(7, Some(([127, 0, 0, 1], 4000).into()));
+        assert_eq!(registry.get(7).map(|f| (f.last_op, f.min_latency_ms)), Some(("NA", 0.0)));
+        stats.received();
+        stats.received();
+        stats.replied("GETD", 3, 0x10, Duration::from_millis(4));
+        stats.sent();
+        stats.replied("SETD", 4, 0x11, Duration::from_millis(2));
+        stats.sent();
+        let f = registry.get(7).expect("registered");
+        assert_eq!((f.received, f.sent, f.last_op, f.last_xid, f.last_zxid), (2, 2, "SETD", 4, 0x11));
+        assert_eq!((f.last_latency_ms, f.min_latency_ms, f.max_latency_ms), (2, 2.0, 4.0));
+        assert!((f.avg_latency_ms - 3.0).abs() < 1e-9);
+        registry.close(7);
+        assert_eq!(registry.get(7), None);
+    }
+}
