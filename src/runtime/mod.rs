@@ -13,6 +13,7 @@
 //! the composition root (`crate::serve`) hands in, made by `crate::peer`.
 
 pub mod disk;
+mod effects;
 pub mod handle;
 mod owner;
 mod rounds;

@@ -2,6 +2,7 @@
 //! events waiting in the inbox, hands them to the replica, then carries out
 //! its outputs (sends, one storage batch, client replies, snapshots).
 
+use super::effects::{Conns, Effects};
 use super::handle::{Details, Event, Handle, Query, StatusReport};
 use super::rounds::RoundTimer;
 use super::{disk, storage_worker, Links, ServerError, Started};
@@ -12,14 +13,15 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 use zabkeeper_config::ServerConfig;
 use zabkeeper_core::error::ErrorCode;
-use zabkeeper_core::ids::{Epoch, ServerId, Zxid};
+use zabkeeper_core::ids::{ServerId, Zxid};
+use zabkeeper_core::replica::host;
 use zabkeeper_core::replica::{ClientMessage, ConnId, Input, Output, Replica};
 use zabkeeper_core::storage::Storage;
-use zabkeeper_core::tree::snapshot;
-use zabkeeper_core::zab::message::EpochRange;
-use zabkeeper_core::zab::{self as zab, Io, Role, Status};
+use zabkeeper_core::zab::Io;
 use zabkeeper_store::clock;
 
+/// Passes of the replica's outputs a turn carries out at most.
+const MAX_PASSES: usize = 64;
 /// Capacity of the owner's inbox; senders wait when it is full (backpressure).
 const INBOX: usize = 65_536;
 /// Most events taken in one turn before outputs are carried out.
@@ -105,7 +107,7 @@ struct Owner {
     storage_tx: Option<std::sync::mpsc::Sender<storage_worker::Batch>>,
     transport: Box<dyn Links>,
     /// Each connection's outbox and the bytes queued in it.
-    conns: HashMap<ConnId, (mpsc::Sender<ClientMessage>, Arc<std::sync::atomic::AtomicUsize>)>,
+    conns: Conns,
     /// Connections that went away this turn.
     leaving: Vec<ConnId>,
     events_tx: mpsc::Sender<Event>,
@@ -377,50 +379,24 @@ impl Owner {
         }
     }
 
-    /// Carries out the replica's outputs, in order.
+    /// Carries out the replica's outputs, in order, through the core's one
+    /// host loop; then hands the turn's storage batch to the worker.
     fn carry_out(&mut self) {
         let mut batch: storage_worker::Batch = Vec::new();
-        // Dropping a stuck client feeds the replica again; bounded by the connection count.
-        for _ in 0..64 {
-            let mut outputs = self.replica.take_outputs();
-            if outputs.is_empty() {
-                break;
-            }
-            let mut stuck = Vec::new();
-            let mut purged = None;
-            for output in outputs.drain(..) {
-                match output {
-                    Output::Zab(Io::Send { to, msg }) => self.transport.send(to, msg),
-                    Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
-                        if let Err(e) = self.send_stored(to, epoch, after, &ranges, batch) {
-                            purged = Some(e);
-                        }
-                    }
-                    Output::Zab(Io::Persist { seq, op }) => {
-                        if let (zab::StorageOp::Append(entries), Role::Leading) = (&op, self.replica.status().role) {
-                            let now = std::time::Instant::now();
-                            self.proposed.extend(entries.iter().map(|e| (e.zxid, now)));
-                        }
-                        batch.push((seq, op));
-                    }
-                    Output::Client { conn, msg } => {
-                        if !self.deliver(conn, msg) {
-                            stuck.push(conn);
-                        }
-                    }
-                    Output::TakeSnapshot { state } => self.write_snapshot(state),
-                    Output::Status(status) => self.on_status(status),
-                }
-            }
-            self.replica.recycle_outputs(outputs);
-            for conn in stuck {
-                self.conns.remove(&conn);
-                self.replica.handle(Input::Disconnect { conn });
-            }
-            if let Some(log_floor) = purged {
-                self.replica.handle(Input::LogPurged { log_floor });
-            }
-        }
+        let mut effects = Effects {
+            config: &self.config,
+            storage: &self.storage,
+            links: self.transport.as_mut(),
+            conns: &mut self.conns,
+            batch: &mut batch,
+            proposed: &mut self.proposed,
+            looking_since: &mut self.looking_since,
+            metrics: &self.metrics,
+            events_tx: &self.events_tx,
+        };
+        // What is left after these passes waits for the next turn. Dropping
+        // a stuck client feeds the replica again: bounded by the connections.
+        let Ok(_drained) = host::carry_out(&mut self.replica, &mut effects, MAX_PASSES);
         if !batch.is_empty() {
             if let Some(tx) = &self.storage_tx {
                 let _ = tx.send(batch);
@@ -477,121 +453,6 @@ impl Owner {
         let addrs: Vec<(ServerId, zabkeeper_config::HostPort)> =
             conf.members().filter_map(|m| Some((m.id, zabkeeper_config::HostPort::peer_of(m)?))).collect();
         self.transport.learn(addrs);
-    }
-
-    /// Sends follower `to` the stored entries of a DIFF (`ranges`, after
-    /// `after`), read back from storage here, between the messages before
-    /// and after it. Storage that lost some (an operator's purge) gets
-    /// nothing sent: the follower refuses what follows for its gap and syncs
-    /// again; the error is where the log now starts, for the core to learn.
-    fn send_stored(
-        &mut self,
-        to: ServerId,
-        epoch: Epoch,
-        after: Zxid,
-        ranges: &[EpochRange],
-        batch: usize,
-    ) -> Result<(), Zxid> {
-        let up_to = ranges.last().map_or(after, |r| r.last);
-        match zabkeeper_core::storage::stored_proposals(self.storage.as_ref(), epoch, after, ranges, batch) {
-            Ok(msgs) => {
-                tracing::info!(follower = to, %after, %up_to, messages = msgs.len(), "DIFF from storage");
-                for msg in msgs {
-                    self.transport.send(to, msg);
-                }
-                Ok(())
-            }
-            Err((e, floor)) => {
-                tracing::warn!(follower = to, error = %e, log_floor = %floor, "DIFF from storage failed");
-                Err(floor)
-            }
-        }
-    }
-
-    /// Delivers a client message; false when the client cannot keep up.
-    fn deliver(&mut self, conn: ConnId, msg: ClientMessage) -> bool {
-        let last = msg.is_last();
-        let Some((tx, queued)) = self.conns.get(&conn) else { return true };
-        let size = msg.approximate_size();
-        let cap = self.config.limits.max_queued_reply_bytes;
-        let before = queued.fetch_add(size, std::sync::atomic::Ordering::Relaxed);
-        if before + size > cap && !last {
-            queued.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                conn,
-                queued = before,
-                cap,
-                "client is not reading its replies; closing its connection (its session lives on)"
-            );
-            return false;
-        }
-        let ok = match tx.try_send(msg) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                queued.fetch_sub(size, std::sync::atomic::Ordering::Relaxed);
-                tracing::warn!(
-                    conn,
-                    "client is not reading its replies; closing its connection (its session lives on)"
-                );
-                false
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        };
-        if last {
-            self.conns.remove(&conn);
-            return true;
-        }
-        ok
-    }
-
-    fn on_status(&mut self, status: Status) {
-        if status.role != Role::Leading {
-            // A new leader re-proposes nothing of ours: forget the timings.
-            self.proposed.clear();
-        }
-        match (status.serving, self.looking_since) {
-            (false, None) => {
-                self.looking_since = Some(std::time::Instant::now());
-                self.metrics.election_started();
-            }
-            (true, Some(since)) => {
-                self.metrics.election_ended(since.elapsed());
-                self.looking_since = None;
-            }
-            _ => {}
-        }
-        let role = status.role.name(false);
-        tracing::info!(role, epoch = status.epoch, leader = ?status.leader, serving = status.serving, "role changed");
-        self.transport.on_status(status);
-    }
-
-    fn write_snapshot(&mut self, state: zabkeeper_core::tree::TreeState) {
-        let storage = self.storage.clone();
-        let metrics = self.metrics.clone();
-        let events = self.events_tx.clone();
-        let retained = self.config.snapshots_retained;
-        tokio::task::spawn_blocking(move || {
-            let zxid = state.last_zxid();
-            let started = std::time::Instant::now();
-            let mut chunks = snapshot::Chunks::new(&state, zabkeeper_store::SNAPSHOT_CHUNK_BYTES);
-            let saved = storage
-                .save_snapshot_from(zxid, &mut chunks)
-                .and_then(|_| storage.purge(retained))
-                .and_then(|purged| Ok((purged, storage.log_floor()?)));
-            let event = match saved {
-                Ok((purged, log_floor)) => {
-                    let info = chunks.info();
-                    metrics.snapshot_written(info.bytes, started.elapsed());
-                    tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
-                    Event::Input(Input::SnapshotSaved { zxid, log_floor })
-                }
-                Err(e) => {
-                    metrics.snapshot_failed();
-                    Event::SnapshotFailed(e.to_string())
-                }
-            };
-            let _ = events.blocking_send(event);
-        });
     }
 
     /// Stop: every client is told; on a clean stop pending storage is flushed.

@@ -4,11 +4,11 @@
 //! `later_faults` stream, so pinned seeds replay unchanged.
 
 use super::{Simulation, CALM, LIVENESS_STEPS, STEPS_PER_TICK};
-use crate::ids::ServerId;
-use crate::replica::Input;
-use crate::storage::Storage;
-use crate::zab::Link;
 use rand::Rng;
+use zabkeeper_core::ids::ServerId;
+use zabkeeper_core::replica::Input;
+use zabkeeper_core::storage::Storage;
+use zabkeeper_core::zab::Link;
 
 impl Simulation {
     /// A flush failed: the replica stops without another attempt, as the

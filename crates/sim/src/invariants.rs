@@ -6,11 +6,11 @@
 //! each committed zxid with its transaction, in order, and the tree digest
 //! after it. Replicas report what they apply; any disagreement is a failure.
 
-use crate::ids::{Epoch, ServerId, Zxid};
-use crate::members::Configuration;
-use crate::txn::{Txn, TxnBody};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use zabkeeper_core::ids::{Epoch, ServerId, Zxid};
+use zabkeeper_core::members::Configuration;
+use zabkeeper_core::txn::{Txn, TxnBody};
 
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

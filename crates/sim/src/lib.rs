@@ -13,35 +13,34 @@
 //! A crate of its own beside the core: it depends on `zabkeeper-core` and
 //! `rand` (seeded, never ambient), and nothing depends on it.
 
-// The core's modules, by the names the simulation has always used.
-use zabkeeper_core::{acl, data, error, ids, members, op, replica, storage, tree, txn, zab};
-
 mod faults;
+mod host;
 pub mod invariants;
 mod liveness;
 mod loads;
 pub mod network;
+mod options;
 mod reconfigs;
 mod transfers;
 mod workload;
 
+pub use options::Options;
 pub use workload::ReadCounts;
 
 #[cfg(test)]
 mod tests;
 
-use crate::ids::{ServerId, Zxid};
-use crate::replica::{AppliedRecord, ClientMessage, Input, Output, Replica};
-use crate::storage::mem_store::MemStorage;
-use crate::storage::Storage;
-use crate::tree::snapshot;
-use crate::zab::{Io, Role};
 use invariants::{Oracle, Violation};
 use network::{Faults, Network};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use workload::Client;
+use zabkeeper_core::ids::{ServerId, Zxid};
+use zabkeeper_core::replica::{Input, Replica};
+use zabkeeper_core::storage::mem_store::MemStorage;
+use zabkeeper_core::storage::Storage;
+use zabkeeper_core::zab::Role;
 
 /// Milliseconds of simulated time per step.
 const STEP_MS: i64 = 10;
@@ -57,138 +56,6 @@ const CALM: f64 = 0.0003;
 /// must have committed (10 s of simulated time: elections, a SNAP sync and
 /// session expiry all fit well inside it).
 pub const LIVENESS_STEPS: u64 = 1000;
-
-/// The shape of one run.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Voting replicas (3 or 5), ids 1..=nodes.
-    pub nodes: u64,
-    /// Observers besides them (they never vote), the ids after the voters'.
-    pub observers: u64,
-    /// Peers started outside the configuration (as a member that joins
-    /// is), the ids after the observers': reconfigurations add them.
-    pub spares: u64,
-    /// Steps with faults.
-    pub fault_steps: u64,
-    /// Steps after healing, to converge.
-    pub heal_steps: u64,
-    /// Simulated clients.
-    pub clients: usize,
-    /// Network faults during the fault phase.
-    pub faults: Faults,
-    /// Chance per step that an up replica crashes (at most a minority down at once).
-    pub crash: f64,
-    /// Chance per step that a partition starts.
-    pub partition: f64,
-    /// Chance per step that an up replica flushes its storage.
-    pub flush: f64,
-    /// Chance per step that an up replica's clock stalls (it gets no ticks
-    /// for a while, as a starved process, messages still flowing) or, half
-    /// the time, that it is paused (SIGSTOP: nothing is taken until it resumes).
-    pub stall: f64,
-    /// Chance that a partition is a long one (up to a fifth of the fault phase).
-    pub long_partition: f64,
-    /// Chance that a flush fails: the replica stops (crash-stop, as the
-    /// server does) and restarts later from what its disk holds; the failed
-    /// batch may or may not have reached the disk.
-    pub disk_fault: f64,
-    /// Chance that a snapshot fails to save (the replica carries on).
-    pub snapshot_fault: f64,
-    /// Chance per step that an up replica becomes slow for a while: its
-    /// disk flushes rarely and its messages take several times longer.
-    pub slow: f64,
-    /// Chance per step that an up replica's disk drops below its reserve
-    /// for a while (a leader then refuses writes that grow the state).
-    pub disk_low: f64,
-    /// Check liveness: once a quorum has been up, connected and healthy for
-    /// [`LIVENESS_STEPS`], a probe client's write must have committed.
-    pub liveness: bool,
-    /// Transactions between snapshots (small, to exercise SNAP and purge).
-    pub snapshot_every: u64,
-    /// Members take turns to snapshot, as served members do.
-    pub snapshot_turns: bool,
-    /// Steps between checks of every replica's tree digest against the
-    /// history (the replicas keep their digests up to date change by change,
-    /// so every step costs little).
-    pub digest_every: u64,
-    /// Chance per step that the leader is asked to hand leadership over (to
-    /// a member drawn at random, or to the one it finds most caught up), as
-    /// an operator or a SIGTERM does.
-    pub transfer: f64,
-    /// Chance per step that the leader is asked to reconfigure to a
-    /// membership drawn from every peer (voters, observers, spares).
-    pub reconfig: f64,
-    /// Every other read a client makes is linearizable (off: all plain, and
-    /// the schedules are those the pinned seeds were found with).
-    pub linearizable_reads: bool,
-    /// A tree whose history ran ahead of the ensemble's epoch is loaded
-    /// into the empty tree as soon as a leader serves (see `loads`).
-    pub load: bool,
-}
-
-impl Options {
-    /// The faults of the schedules the pinned regression seeds come from:
-    /// no stalled clocks, no long partitions.
-    pub fn classic(nodes: u64) -> Options {
-        Options {
-            stall: 0.0,
-            long_partition: 0.0,
-            disk_fault: 0.0,
-            snapshot_fault: 0.0,
-            slow: 0.0,
-            disk_low: 0.0,
-            liveness: false,
-            snapshot_every: 40,
-            snapshot_turns: false,
-            digest_every: 1,
-            transfer: 0.0,
-            linearizable_reads: false,
-            ..Options::faulty(nodes)
-        }
-    }
-
-    /// A run with moderate faults.
-    pub fn faulty(nodes: u64) -> Options {
-        Options {
-            nodes,
-            observers: 0,
-            spares: 0,
-            fault_steps: 2500,
-            heal_steps: 2500,
-            clients: 4,
-            faults: Faults { loss: 0.02, duplicate: 0.02, max_delay: 4 },
-            crash: 0.002,
-            partition: 0.002,
-            flush: 0.6,
-            stall: 0.001,
-            long_partition: 0.2,
-            disk_fault: 0.001,
-            snapshot_fault: 0.05,
-            slow: 0.0006,
-            disk_low: 0.0003,
-            liveness: true,
-            snapshot_every: 100,
-            snapshot_turns: true,
-            digest_every: 1,
-            transfer: 0.0004,
-            reconfig: 0.0,
-            linearizable_reads: true,
-            load: false,
-        }
-    }
-}
-
-impl Options {
-    /// Every member, voters and observers.
-    pub fn members(&self) -> u64 {
-        self.nodes + self.observers
-    }
-
-    /// Every peer: the members and the spares.
-    pub fn peers(&self) -> u64 {
-        self.members() + self.spares
-    }
-}
 
 /// What a finished run saw.
 #[derive(Clone, Debug, Default)]
@@ -378,8 +245,8 @@ impl Simulation {
         1_700_000_000_000 + self.step as i64 * STEP_MS
     }
 
-    fn replica_config(&self, id: ServerId) -> replica::Config {
-        let mut c = replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
+    fn replica_config(&self, id: ServerId) -> zabkeeper_core::replica::Config {
+        let mut c = zabkeeper_core::replica::Config::new(id, (1..=self.options.nodes).collect(), 50);
         c.zab.observers = (self.options.nodes + 1..=self.options.members()).collect();
         c.snapshot_every = self.options.snapshot_every;
         c.snapshot_turns = self.options.snapshot_turns;
@@ -565,120 +432,6 @@ impl Simulation {
         }
         self.check_liveness()?;
         self.check_step()
-    }
-
-    /// Carries out a replica's outputs until it has none.
-    fn drain(&mut self, id: ServerId) -> Result<(), Violation> {
-        for _ in 0..10_000 {
-            let now = self.step;
-            let Some(node) = self.nodes.get_mut(&id) else { return Ok(()) };
-            let Some(replica) = node.replica.as_mut() else { return Ok(()) };
-            let mut outputs = replica.take_outputs();
-            let applied = replica.drain_applied();
-            for record in applied {
-                match record {
-                    AppliedRecord::Entry(zxid, txn) => self.oracle.applied(id, zxid, &txn)?,
-                    AppliedRecord::Snapshot(zxid) => self.oracle.resume(id, zxid)?,
-                }
-            }
-            if outputs.is_empty() {
-                return Ok(());
-            }
-            let faults = self.faults(self.heal_at.is_some());
-            let slow = |sim: &Simulation, n: ServerId| sim.nodes.get(&n).is_some_and(|n| n.slow_until > now);
-            // Drained and handed back, as the server does.
-            for output in outputs.drain(..) {
-                match output {
-                    Output::Zab(Io::Send { to, msg }) => {
-                        let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
-                        self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg)
-                    }
-                    Output::Zab(Io::SendStored { to, epoch, after, ranges, batch }) => {
-                        // As the server does: the entries, or where the log now starts.
-                        let node = self.nodes.get_mut(&id).expect("node exists");
-                        match crate::storage::stored_proposals(&node.storage, epoch, after, &ranges, batch) {
-                            Ok(msgs) => {
-                                self.report.stored_diffs += 1;
-                                let slow = (slow(self, id) || slow(self, to)).then_some(SLOW_LINK);
-                                for msg in msgs {
-                                    self.net.send_slowed(&mut self.rng, faults, slow, now, id, to, msg);
-                                }
-                            }
-                            Err((_, log_floor)) => {
-                                self.report.stored_reads_lost += 1;
-                                if let Some(r) = node.replica.as_mut() {
-                                    r.handle(Input::LogPurged { log_floor });
-                                }
-                            }
-                        }
-                    }
-                    Output::Zab(Io::Persist { seq, op }) => {
-                        let node = self.nodes.get_mut(&id).expect("node exists");
-                        node.storage
-                            .apply(&[op])
-                            .map_err(|e| Violation::NoProgress(format!("storage refused: {e}")))?;
-                        node.unflushed = Some(seq);
-                    }
-                    Output::Client { conn, msg } => {
-                        if let Some(client) = self.clients.iter_mut().find(|c| c.conn() == Some(conn)) {
-                            if let ClientMessage::Reply { zxid, .. } | ClientMessage::Connected { zxid, .. } = &msg {
-                                self.shown = self.shown.max(*zxid);
-                            }
-                            client.receive(msg)?;
-                        }
-                    }
-                    Output::TakeSnapshot { state } => {
-                        let zxid = state.last_zxid();
-                        let fails = self.options.snapshot_fault > 0.0
-                            && self.heal_at.is_none()
-                            && self.later_faults.random_bool(self.options.snapshot_fault);
-                        if fails {
-                            self.report.snapshot_faults += 1;
-                            if let Some(r) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
-                                r.handle(Input::SnapshotFailed);
-                            }
-                            continue;
-                        }
-                        let (chunks, _) = snapshot::to_chunks(&state, 512);
-                        let node = self.nodes.get_mut(&id).expect("node exists");
-                        node.storage.save_snapshot(zxid, &chunks).map_err(|e| Violation::NoProgress(e.to_string()))?;
-                        node.storage.purge(2).map_err(|e| Violation::NoProgress(e.to_string()))?;
-                        let log_floor = node.storage.log_floor().map_err(|e| Violation::NoProgress(e.to_string()))?;
-                        // Now and then an operator purges down to the newest
-                        // snapshot unannounced, so a DIFF from storage finds
-                        // its entries gone.
-                        if self.heal_at.is_none() && self.later_faults.random_bool(0.1) {
-                            node.storage.purge(1).map_err(|e| Violation::NoProgress(e.to_string()))?;
-                        }
-                        if let Some(r) = node.replica.as_mut() {
-                            r.handle(Input::SnapshotSaved { zxid, log_floor });
-                        }
-                    }
-                    Output::Status(status) => {
-                        // When it decides to lead (not yet serving, nothing committed
-                        // since): a voter in the configuration its log holds or in the
-                        // one at its commit point. (Once established, the change that
-                        // removes it may commit at once, and then it leaves.)
-                        let votes = self.nodes[&id].replica.as_ref().is_some_and(|r| {
-                            let zab = r.zab();
-                            zab.configuration().is_voter(id)
-                                || zab.log().configuration_at(zab.last_committed()).is_voter(id)
-                        });
-                        if status.role == Role::Leading && !status.serving && !votes {
-                            return Err(Violation::ObserverLeads { node: id, epoch: status.epoch });
-                        }
-                        if status.role == Role::Leading && status.serving {
-                            self.oracle.leader(status.epoch, id)?;
-                            self.transfer_landed(id, status.epoch);
-                        }
-                    }
-                }
-            }
-            if let Some(replica) = self.nodes.get_mut(&id).and_then(|n| n.replica.as_mut()) {
-                replica.recycle_outputs(outputs);
-            }
-        }
-        Err(Violation::NoProgress(format!("replica {id} kept producing outputs")))
     }
 
     fn client_step(&mut self, healing: bool) -> Result<(), Violation> {

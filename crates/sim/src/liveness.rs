@@ -4,7 +4,7 @@
 
 use super::invariants::Violation;
 use super::{Node, Simulation, LIVENESS_STEPS};
-use crate::ids::ServerId;
+use zabkeeper_core::ids::ServerId;
 
 impl Simulation {
     /// The largest group of up replicas that reach each other, if it is a

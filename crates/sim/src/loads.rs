@@ -5,11 +5,11 @@
 //! transaction after the load is older than it, see `invariants`).
 
 use super::Simulation;
-use crate::ids::{SessionId, Zxid};
 use crate::invariants::Violation;
-use crate::tree::{snapshot, DataTree};
-use crate::txn::{Txn, TxnBody};
 use bytes::Bytes;
+use zabkeeper_core::ids::{SessionId, Zxid};
+use zabkeeper_core::tree::{snapshot, DataTree};
+use zabkeeper_core::txn::{Txn, TxnBody};
 
 /// Nodes in the loaded tree (under `/loaded`, apart from the workload's paths).
 const LOADED_NODES: u32 = 20;
@@ -54,8 +54,8 @@ fn tree_of_epoch(epoch: u32) -> Vec<Bytes> {
         let path = if i == 0 { "/loaded".to_string() } else { format!("/loaded/{i}") };
         let body = TxnBody::Create {
             path,
-            data: crate::data::Data::from(b"from elsewhere"),
-            acl: crate::acl::Acl::open_unsafe(),
+            data: zabkeeper_core::data::Data::from(b"from elsewhere"),
+            acl: zabkeeper_core::acl::Acl::open_unsafe(),
             ephemeral_owner: 0,
             parent_cversion: i as i32,
         };

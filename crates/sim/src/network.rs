@@ -3,11 +3,11 @@
 //! links can be cut by partitions that heal later. All randomness comes from
 //! the simulation's seeded generator, so a seed replays exactly.
 
-use crate::ids::ServerId;
-use crate::zab::Message;
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::collections::{BTreeMap, BTreeSet};
+use zabkeeper_core::ids::ServerId;
+use zabkeeper_core::zab::Message;
 
 /// Fault rates for one phase of a run.
 #[derive(Clone, Copy, Debug)]

@@ -6,10 +6,10 @@
 //! pinned seed replays the schedule it was found with.
 
 use super::Simulation;
-use crate::ids::ServerId;
 use crate::invariants::Violation;
-use crate::members::{Configuration, Member, Membership, Participation};
 use rand::Rng;
+use zabkeeper_core::ids::ServerId;
+use zabkeeper_core::members::{Configuration, Member, Membership, Participation};
 
 impl Simulation {
     /// The membership every peer's configuration file gives.

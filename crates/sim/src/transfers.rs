@@ -4,10 +4,10 @@
 //! schedule it was found with.
 
 use super::Simulation;
-use crate::ids::{Epoch, ServerId};
 use crate::invariants::Violation;
-use crate::zab::Role;
 use rand::Rng;
+use zabkeeper_core::ids::{Epoch, ServerId};
+use zabkeeper_core::zab::Role;
 
 impl Simulation {
     /// The serving leader and its epoch, unless it is paused.

@@ -8,17 +8,17 @@
 //! old tree): those are counted, not failed.
 
 use super::invariants::Violation;
-use crate::acl::{Acl, Id};
-use crate::data::Data;
-use crate::error::ErrorCode;
-use crate::ids::{ServerId, SessionId, Zxid};
-use crate::op::Op;
-use crate::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
-use crate::tree::stat::CreateMode;
 use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::Rng;
 use std::collections::VecDeque;
+use zabkeeper_core::acl::{Acl, Id};
+use zabkeeper_core::data::Data;
+use zabkeeper_core::error::ErrorCode;
+use zabkeeper_core::ids::{ServerId, SessionId, Zxid};
+use zabkeeper_core::op::Op;
+use zabkeeper_core::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input};
+use zabkeeper_core::tree::stat::CreateMode;
 
 /// What a client does next.
 pub enum Action {

@@ -27,6 +27,7 @@
 mod commit;
 mod connect;
 pub mod forward;
+pub mod host;
 pub mod io;
 pub mod load;
 pub mod prep;
