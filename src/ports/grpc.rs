@@ -2,7 +2,7 @@
 //! client session, served by the same replica pipeline as the wire port.
 
 use super::grpc_convert::{client_message_to_pb, op_from_pb};
-use crate::ports::{Outbox, Session};
+use crate::ports::{Connection, Outbox};
 use crate::runtime::handle::Handle;
 use bytes::Bytes;
 use std::time::Instant;
@@ -48,11 +48,11 @@ impl pb::zab_keeper_server::ZabKeeper for ClientService {
         &self,
         request: Request<Streaming<pb::ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        let peer = request.remote_addr();
-        let identities: Vec<Id> = peer.map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
+        let client_addr = request.remote_addr();
+        let identities: Vec<Id> = client_addr.map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
         let incoming = request.into_inner();
         let (out_tx, out_rx) = mpsc::channel(64);
-        tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities, peer));
+        tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities, client_addr));
         Ok(Response::new(ReceiverStream::new(out_rx)))
     }
 }
@@ -62,7 +62,7 @@ async fn serve(
     mut incoming: Streaming<pb::ClientMessage>,
     out: Outgoing,
     identities: Vec<Id>,
-    peer: Option<std::net::SocketAddr>,
+    client_addr: Option<std::net::SocketAddr>,
 ) {
     let deadline = std::time::Duration::from_millis(handle.config.limits.connect_timeout_ms);
     let Ok(first) = tokio::time::timeout(deadline, incoming.message()).await else {
@@ -88,13 +88,13 @@ async fn serve(
         timeout_ms: connect.timeout_ms,
         last_zxid_seen: connect.last_zxid_seen,
     };
-    let Some((session, outbox)) = Session::open(&handle, request, identities, peer).await else { return };
+    let Some((connection, outbox)) = Connection::open(&handle, request, identities, client_addr).await else { return };
     let mut writer = tokio::spawn(write_loop(outbox, out.clone(), handle.config.id));
     let mut broken: Option<String> = None;
     loop {
         // Too many requests unanswered: stop reading until replies go out.
         let reserved = tokio::select! {
-            reserved = session.reserve() => reserved,
+            reserved = connection.reserve() => reserved,
             _ = &mut writer => break,
         };
         if !reserved {
@@ -110,19 +110,19 @@ async fn serve(
             Ok(Some(pb::ClientMessage { kind: Some(pb::client_message::Kind::Request(r)) })) => {
                 let linearizable = r.consistency == pb::Consistency::Linearizable as i32;
                 match op_from_pb(r.op) {
-                    Ok(op) => session.request(r.xid, echo, op, linearizable).await,
-                    Err(error) => session.bad_request(r.xid, echo, error).await,
+                    Ok(op) => connection.request(r.xid, echo, op, linearizable).await,
+                    Err(error) => connection.bad_request(r.xid, echo, error).await,
                 }
             }
             Ok(Some(_)) => {
                 let error = ZkError::with_reason(ErrorCode::BadArguments, "", "Connect may only be the first message");
-                session.bad_request(0, echo, error).await
+                connection.bad_request(0, echo, error).await
             }
             Ok(None) => break,
             Err(status) => {
                 // An undecodable or oversized message: gRPC cannot go on with
                 // this stream, but the session lives on for the client to resume.
-                tracing::debug!(conn = session.conn(), error = %status, "client stream failed");
+                tracing::debug!(conn = connection.conn(), error = %status, "client stream failed");
                 broken = Some(status.message().to_string());
                 break;
             }
@@ -131,7 +131,7 @@ async fn serve(
             break;
         }
     }
-    session.close().await;
+    connection.close().await;
     if let Some(reason) = broken {
         // Let everything already answered go out first, then say why the stream ends.
         if !writer.is_finished() {

@@ -157,12 +157,12 @@ pub fn limited_incoming(
     futures::stream::unfold((listener, limits), |(listener, limits)| async move {
         loop {
             match listener.accept().await {
-                Ok((stream, peer)) => match limits.admit(peer.ip()) {
+                Ok((stream, client_addr)) => match limits.admit(client_addr.ip()) {
                     Ok(slot) => {
                         let _ = stream.set_nodelay(true);
                         return Some((Ok(LimitedStream { stream, _slot: slot }), (listener, limits)));
                     }
-                    Err(refused) => tracing::warn!(%peer, %refused, "gRPC connection refused"),
+                    Err(refused) => tracing::warn!(%client_addr, %refused, "gRPC connection refused"),
                 },
                 Err(e) => {
                     // Out of file descriptors and the like: pause, then go on.

@@ -2,7 +2,7 @@
 //! four-letter words in [`four_letter`]) and the gRPC session service
 //! (`rpc::client`). Each decodes its own format into the replica's
 //! vocabulary and encodes replies back; everything else about a session is
-//! the same for both and lives here, in [`Session`] and [`Outbox`]: opening
+//! the same for both and lives here, in [`Connection`] and [`Outbox`]: opening
 //! it (the connection's outbox registered, then the connect), the limit on
 //! requests in flight, reply accounting, and closing it.
 
@@ -29,7 +29,7 @@ use zabkeeper_core::replica::{ClientMessage, ConnId, ConnectRequest, Echo, Input
 pub const CLIENT_QUEUE: usize = 16_384;
 
 /// The reading side of one client connection: requests into the replica.
-pub struct Session {
+pub struct Connection {
     conn: ConnId,
     handle: Handle,
     in_flight: Arc<Semaphore>,
@@ -48,17 +48,17 @@ pub struct Outbox {
     queued_bytes: Arc<AtomicUsize>,
 }
 
-impl Session {
-    /// Opens a connection from `peer` and asks for its session (a new one,
+impl Connection {
+    /// Opens a connection from `client_addr` and asks for its session (a new one,
     /// or one to resume). None once the replica has stopped.
     pub async fn open(
         handle: &Handle,
         request: ConnectRequest,
         identities: Vec<Id>,
-        peer: Option<SocketAddr>,
-    ) -> Option<(Session, Outbox)> {
+        client_addr: Option<SocketAddr>,
+    ) -> Option<(Connection, Outbox)> {
         let conn = handle.next_conn();
-        let conn_stats = handle.conns.open(conn, peer);
+        let conn_stats = handle.conns.open(conn, client_addr);
         let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
         let queued_bytes = Arc::new(AtomicUsize::new(0));
         let new_password = Bytes::from(rand::random::<[u8; 16]>().to_vec());
@@ -80,7 +80,7 @@ impl Session {
             conn_stats: conn_stats.clone(),
             queued_bytes,
         };
-        Some((Session { conn, handle: handle.clone(), in_flight, max_in_flight, stats: conn_stats }, outbox))
+        Some((Connection { conn, handle: handle.clone(), in_flight, max_in_flight, stats: conn_stats }, outbox))
     }
 
     /// This connection's id.

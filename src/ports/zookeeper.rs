@@ -14,7 +14,7 @@
 //! other connection carries on.
 
 use super::limits::ConnectionLimits;
-use super::{Outbox, Session};
+use super::{Connection, Outbox};
 use crate::runtime::handle::{stopped, Handle};
 use crate::security::tls::ServerTls;
 use bytes::{Buf, BytesMut};
@@ -60,12 +60,12 @@ pub async fn run(
         tokio::select! {
             _ = stopped(&mut stop) => return Ok(()),
             accepted = listener.accept() => match accepted {
-                Ok((socket, peer)) => {
+                Ok((socket, client_addr)) => {
                     backoff = Duration::from_millis(10);
-                    let permit = match slots.admit(peer.ip()) {
+                    let permit = match slots.admit(client_addr.ip()) {
                         Ok(permit) => permit,
                         Err(refused) => {
-                            tracing::warn!(%peer, %refused, "connection refused");
+                            tracing::warn!(%client_addr, %refused, "connection refused");
                             continue;
                         }
                     };
@@ -74,17 +74,17 @@ pub async fn run(
                     let acceptor = tls.as_ref().map(|tls| tls.acceptor());
                     tokio::spawn(async move {
                         match acceptor {
-                            None => serve(socket, peer, handle, stop, words).await,
+                            None => serve(socket, client_addr, handle, stop, words).await,
                             Some(acceptor) => {
                                 let _ = socket.set_nodelay(true);
                                 let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
                                 match tokio::time::timeout(deadline, acceptor.accept(socket)).await {
                                     Ok(Ok(stream)) => {
                                         let (reader, writer) = tokio::io::split(stream);
-                                        serve_halves(reader, writer, peer, handle, stop, words).await;
+                                        serve_halves(reader, writer, client_addr, handle, stop, words).await;
                                     }
-                                    Ok(Err(e)) => tracing::info!(%peer, error = %e, "TLS handshake failed"),
-                                    Err(_) => tracing::info!(%peer, ?deadline, "no TLS handshake in time; closing"),
+                                    Ok(Err(e)) => tracing::info!(%client_addr, error = %e, "TLS handshake failed"),
+                                    Err(_) => tracing::info!(%client_addr, ?deadline, "no TLS handshake in time; closing"),
                                 }
                             }
                         }
@@ -103,17 +103,23 @@ pub async fn run(
 }
 
 /// Serves one accepted socket until either side closes it.
-pub async fn serve(socket: TcpStream, peer: SocketAddr, handle: Handle, stop: watch::Receiver<bool>, words: Words) {
+pub async fn serve(
+    socket: TcpStream,
+    client_addr: SocketAddr,
+    handle: Handle,
+    stop: watch::Receiver<bool>,
+    words: Words,
+) {
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
-    serve_halves(reader, writer, peer, handle, stop, words).await;
+    serve_halves(reader, writer, client_addr, handle, stop, words).await;
 }
 
 /// Serves a connection's two halves (a plain socket's, or a TLS stream's).
 async fn serve_halves<R, W>(
     mut reader: R,
     mut writer: W,
-    peer: SocketAddr,
+    client_addr: SocketAddr,
     handle: Handle,
     mut stop: watch::Receiver<bool>,
     words: Words,
@@ -136,7 +142,7 @@ async fn serve_halves<R, W>(
         if let Some(word) = four_letter_word(first) {
             return Some(Opening::Word(word));
         }
-        read_connect(&mut reader, &mut buf, max_frame, peer).await.map(Opening::Connect)
+        read_connect(&mut reader, &mut buf, max_frame, client_addr).await.map(Opening::Connect)
     });
     let connect = match opening.await {
         Ok(Some(Opening::Connect(connect))) => connect,
@@ -148,7 +154,7 @@ async fn serve_halves<R, W>(
         }
         Ok(None) => return,
         Err(_) => {
-            tracing::info!(%peer, ?deadline, "no connect request in time; closing");
+            tracing::info!(%client_addr, ?deadline, "no connect request in time; closing");
             return;
         }
     };
@@ -159,8 +165,10 @@ async fn serve_halves<R, W>(
         timeout_ms: connect.timeout_ms,
         last_zxid_seen: connect.last_zxid_seen,
     };
-    let identities = vec![Id::new("ip", peer.ip().to_string())];
-    let Some((session, outbox)) = Session::open(&handle, request, identities, Some(peer)).await else { return };
+    let identities = vec![Id::new("ip", client_addr.ip().to_string())];
+    let Some((connection, outbox)) = Connection::open(&handle, request, identities, Some(client_addr)).await else {
+        return;
+    };
     // Fused: the reader waits on the writer from several places, and a
     // finished JoinHandle polled again makes tokio panic.
     let mut writer_task = tokio::spawn(write_loop(writer, outbox, connect)).fuse();
@@ -172,7 +180,7 @@ async fn serve_halves<R, W>(
                 FrameStatus::Frame { payload, consumed } => {
                     // Too many requests unanswered: stop reading until replies go out.
                     let reserved = tokio::select! {
-                        reserved = session.reserve() => reserved,
+                        reserved = connection.reserve() => reserved,
                         _ = &mut writer_task => break 'read,
                     };
                     if !reserved {
@@ -186,30 +194,30 @@ async fn serve_halves<R, W>(
                     let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
                             let echo = Echo { shape: Some(r.shape), arrived, op: OpLabel::default() };
-                            session.request(r.xid, echo, r.op, false).await
+                            connection.request(r.xid, echo, r.op, false).await
                         }
                         Ok(Decoded::Rejected { xid, code, error, .. }) => {
-                            tracing::debug!(%peer, xid, error = %error, "rejected request");
+                            tracing::debug!(%client_addr, xid, error = %error, "rejected request");
                             let error = ZkError::with_reason(code, "", error.to_string());
-                            session.bad_request(xid, header_only, error).await
+                            connection.bad_request(xid, header_only, error).await
                         }
                         Ok(Decoded::Unsupported { xid, opcode, code }) => {
-                            tracing::debug!(%peer, xid, opcode, "unsupported opcode");
-                            let delivered = session.bad_request(xid, header_only, ZkError::new(code, "")).await;
+                            tracing::debug!(%client_addr, xid, opcode, "unsupported opcode");
+                            let delivered = connection.bad_request(xid, header_only, ZkError::new(code, "")).await;
                             // As ZooKeeper's UnimplementedRequestProcessor: answer,
                             // then close the connection (the session lives on).
                             // SASL has its own path there and keeps the connection.
                             let sasl = opcode == OpCode::Sasl.code();
                             if delivered && code == ErrorCode::Unimplemented && !sasl {
-                                let answered = session.answered();
+                                let answered = connection.answered();
                                 let _ = tokio::time::timeout(std::time::Duration::from_secs(10), answered).await;
-                                tracing::info!(%peer, xid, opcode, "unimplemented opcode answered; closing this connection");
+                                tracing::info!(%client_addr, xid, opcode, "unimplemented opcode answered; closing this connection");
                                 break 'read;
                             }
                             delivered
                         }
                         Err(e) => {
-                            tracing::info!(%peer, error = %e, "unreadable request header; closing this connection");
+                            tracing::info!(%client_addr, error = %e, "unreadable request header; closing this connection");
                             break 'read;
                         }
                     };
@@ -219,7 +227,7 @@ async fn serve_halves<R, W>(
                 }
                 FrameStatus::Incomplete { .. } => break,
                 FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
-                    tracing::warn!(%peer, len, max_frame, "frame length out of range; closing this connection");
+                    tracing::warn!(%client_addr, len, max_frame, "frame length out of range; closing this connection");
                     break 'read;
                 }
             }
@@ -233,7 +241,7 @@ async fn serve_halves<R, W>(
             _ = stopped(&mut stop) => break,
         }
     }
-    session.close().await;
+    connection.close().await;
     // The writer ends once the owner drops this connection's sender.
     if !writer_task.is_terminated() {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer_task).await;
@@ -252,7 +260,7 @@ async fn read_connect(
     reader: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     max_frame: usize,
-    peer: SocketAddr,
+    client_addr: SocketAddr,
 ) -> Option<records::ConnectRequest> {
     loop {
         match check_frame(buf, max_frame) {
@@ -262,7 +270,7 @@ async fn read_connect(
                 return match decoded {
                     Ok(c) => Some(c),
                     Err(e) => {
-                        tracing::info!(%peer, error = %e, "malformed ConnectRequest; closing");
+                        tracing::info!(%client_addr, error = %e, "malformed ConnectRequest; closing");
                         None
                     }
                 };
@@ -272,7 +280,7 @@ async fn read_connect(
                 Ok(_) => {}
             },
             FrameStatus::TooLarge(len) | FrameStatus::Negative(len) => {
-                tracing::info!(%peer, len, "ConnectRequest length out of range; closing");
+                tracing::info!(%client_addr, len, "ConnectRequest length out of range; closing");
                 return None;
             }
         }

@@ -1,11 +1,11 @@
 //! The console's own client session on the member that serves it. Its reads
-//! and writes take the path every client's do (the front ends' [`Session`]):
+//! and writes take the path every client's do (the front ends' [`Connection`]):
 //! a write is forwarded to the leader, proposed and replicated like any other,
 //! and appears in the log with this session's id. One session is opened
 //! lazily, kept alive with pings while it is used, closed after five idle
 //! minutes, and opened afresh when needed again (or once it expired).
 
-use crate::ports::{Outbox, Session};
+use crate::ports::{Connection, Outbox};
 use crate::runtime::handle::Handle;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -47,7 +47,7 @@ type Pending = Mutex<HashMap<i32, oneshot::Sender<zabkeeper_core::op::Reply>>>;
 
 /// An open session: where requests go, and who waits for which reply.
 struct Live {
-    session: Session,
+    session: Connection,
     id: SessionId,
     pending: Pending,
     next_xid: AtomicI32,
@@ -125,7 +125,7 @@ impl ConsoleSession {
     async fn open(&self) -> Result<Arc<Live>, CallError> {
         let request =
             ConnectRequest { session_id: 0, password: Bytes::new(), timeout_ms: TIMEOUT_MS, last_zxid_seen: 0 };
-        let opened = Session::open(&self.handle, request, self.identities.clone(), None).await;
+        let opened = Connection::open(&self.handle, request, self.identities.clone(), None).await;
         let (session, mut outbox) = opened.ok_or_else(|| CallError::Unavailable("the replica is stopping".into()))?;
         let first = tokio::time::timeout(CONNECT_WAIT, outbox.recv()).await;
         let (id, timeout_ms) = match first {

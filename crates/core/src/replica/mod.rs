@@ -48,7 +48,7 @@ use crate::members::{Configuration, Membership};
 use crate::replica::prep::check::Limits;
 use crate::session::Connections;
 use crate::tree::{snapshot, DataTree};
-use crate::zab::{self, Message, Peer, Role, Status};
+use crate::zab::{self, Message, Role, Status, Zab};
 use prep::Prep;
 use snapshots::Snapshots;
 use std::collections::BTreeSet;
@@ -201,7 +201,7 @@ impl Ids {
 /// One replica.
 pub struct Replica {
     config: Config,
-    zab: Peer,
+    zab: Zab,
     tree: DataTree,
     status: Status,
     clock: Clock,
@@ -278,7 +278,7 @@ impl Replica {
             configuration: tree.state().configuration().cloned(),
             epoch_floor: tree.state().highest_epoch(),
         };
-        let zab = Peer::new(config.zab.clone(), durable);
+        let zab = Zab::new(config.zab.clone(), durable);
         let mut replica = Replica {
             status: zab.status(),
             ids: Ids::new(config.zab.id, start_ms),
@@ -374,7 +374,7 @@ impl Replica {
     }
 
     /// The consensus peer (read-only).
-    pub fn zab(&self) -> &Peer {
+    pub fn zab(&self) -> &Zab {
         &self.zab
     }
 
@@ -455,7 +455,7 @@ impl Replica {
     }
 
     /// Hands leadership to `to` (or the most caught-up follower): see
-    /// [`Peer::transfer_leadership`]. Writes wait meanwhile; those already
+    /// [`Zab::transfer_leadership`]. Writes wait meanwhile; those already
     /// proposed are committed and answered before this member steps down.
     pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, zab::TransferError> {
         let target = self.zab.transfer_leadership(to)?;

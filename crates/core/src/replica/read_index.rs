@@ -41,7 +41,7 @@
 
 use super::forward::{self, ToFollower, ToLeader};
 use crate::ids::{ServerId, SessionId, Zxid};
-use crate::zab::Peer;
+use crate::zab::Zab;
 use std::collections::VecDeque;
 
 /// A read waiting for its barrier: the session and the queue's tag.
@@ -134,7 +134,7 @@ impl ReadIndex {
     /// followers' rounds it cannot answer alone) or a round: false when it
     /// could not, so a host that gathers reads for it does not wait for one
     /// that never goes.
-    pub fn due(&self, zab: &Peer) -> bool {
+    pub fn due(&self, zab: &Zab) -> bool {
         (!self.held.is_empty() && zab.is_established_leader())
             || (self.in_flight.is_none() && !self.next.is_empty() && zab.can_forward())
     }
@@ -147,12 +147,12 @@ impl ReadIndex {
 
     /// Leader: a read of a session attached here. False unless this member
     /// is an established leader (the caller fails the read).
-    pub fn lead(&mut self, zab: &Peer, barrier: Barrier) -> bool {
+    pub fn lead(&mut self, zab: &Zab, barrier: Barrier) -> bool {
         self.confirm(zab, Waiter::Local(barrier))
     }
 
     /// Leader: a follower asked for round `round`.
-    pub fn forwarded(&mut self, zab: &mut Peer, from: ServerId, round: u64) {
+    pub fn forwarded(&mut self, zab: &mut Zab, from: ServerId, round: u64) {
         // The round itself is the follower's echo, sent after its reads
         // arrived: with three voters it and this leader are a quorum, and the
         // round needs no probe. (Its epoch was checked as it arrived.)
@@ -166,7 +166,7 @@ impl ReadIndex {
         self.confirm(zab, Waiter::Follower { id: from, round });
     }
 
-    fn confirm(&mut self, zab: &Peer, waiter: Waiter) -> bool {
+    fn confirm(&mut self, zab: &Zab, waiter: Waiter) -> bool {
         if !zab.is_established_leader() {
             return false;
         }
@@ -180,7 +180,7 @@ impl ReadIndex {
     /// Leader: a quorum confirmed every probe up to `probe`. Followers'
     /// rounds are answered; the local reads cleared are returned. The
     /// barriers held meanwhile get their probe at the next flush.
-    pub fn confirmed(&mut self, zab: &mut Peer, probe: u64) -> Vec<Cleared> {
+    pub fn confirmed(&mut self, zab: &mut Zab, probe: u64) -> Vec<Cleared> {
         let mut cleared = Vec::new();
         while let Some(c) = self.confirming.front().filter(|c| c.probe <= probe).copied() {
             self.confirming.pop_front();
@@ -198,7 +198,7 @@ impl ReadIndex {
     /// Asks what this turn's barriers wait for, if nothing is in flight:
     /// the leader's probe, or the follower's round. Called as the host takes
     /// the outputs: at least once per turn, after all of its inputs.
-    pub fn flush(&mut self, zab: &mut Peer) {
+    pub fn flush(&mut self, zab: &mut Zab) {
         if !self.held.is_empty() {
             // Sent after every held barrier arrived: it may confirm them.
             match zab.confirm_leadership() {
@@ -226,7 +226,7 @@ impl ReadIndex {
     /// Follower (or observer): a read of a session attached here. It joins
     /// the next round, asked at the flush unless one is in flight. False if
     /// the leader cannot be asked (the caller fails the read).
-    pub fn follow(&mut self, zab: &Peer, barrier: Barrier) -> bool {
+    pub fn follow(&mut self, zab: &Zab, barrier: Barrier) -> bool {
         if !zab.can_forward() {
             return false;
         }
@@ -236,7 +236,7 @@ impl ReadIndex {
 
     /// Asks the next round for the barriers waiting. False if the leader
     /// cannot be asked.
-    fn ask(&mut self, zab: &mut Peer) -> bool {
+    fn ask(&mut self, zab: &mut Zab) -> bool {
         let number = self.rounds + 1;
         if !zab.forward(forward::encode(&ToLeader::ReadIndex { round: number })) {
             return false;

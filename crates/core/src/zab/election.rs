@@ -7,7 +7,7 @@
 //! leader from the notifications that followers and the leader send back.
 //! Lost notifications are made good by re-sending with a backoff in ticks.
 
-use super::{Follower, Leader, Message, Peer, PeerState, Role, State, Status, Vote};
+use super::{Follower, Leader, Message, PeerState, Role, State, Status, Vote, Zab};
 use crate::ids::{ServerId, Zxid};
 use crate::members::Configuration;
 use std::collections::BTreeMap;
@@ -46,7 +46,7 @@ impl Election {
         self.newest.as_ref()
     }
 
-    /// An inert election, replaced at once in `Peer::new`.
+    /// An inert election, replaced at once in `Zab::new`.
     pub(super) fn placeholder() -> Election {
         Election {
             vote: Vote::new(0, crate::ids::Zxid::ZERO, 0),
@@ -80,7 +80,7 @@ impl Election {
     }
 }
 
-impl Peer {
+impl Zab {
     fn my_peer_state(&self) -> PeerState {
         match self.status.role {
             Role::Looking => PeerState::Looking,

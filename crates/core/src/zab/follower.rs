@@ -11,7 +11,7 @@
 
 use super::log::Log;
 use super::StorageOp;
-use super::{Action, Message, Peer, Role, State, Status};
+use super::{Action, Message, Role, State, Status, Zab};
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::members::Configuration;
 use crate::txn::Entry;
@@ -90,7 +90,7 @@ impl Follower {
     }
 }
 
-impl Peer {
+impl Zab {
     pub(super) fn follower(&mut self) -> Option<&mut Follower> {
         match &mut self.state {
             State::Following(f) => Some(f),

@@ -32,11 +32,11 @@
 //! a PING for a new probe only when no REPLY carries it and it owes no echo
 //! of an earlier one (its echo comes first, and the next turn's messages
 //! carry the new probe); the heartbeat carries the newest probe too, so a
-//! lost one is sent again. See [`Peer::end_turn`].
+//! lost one is sent again. See [`Zab::end_turn`].
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
-use super::{proposals, Action, Io, Message, Peer, Role, State, Status};
+use super::{proposals, Action, Io, Message, Role, State, Status, Zab};
 use crate::ids::{Epoch, ServerId, Zxid};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -204,7 +204,7 @@ impl Leader {
     }
 }
 
-impl Peer {
+impl Zab {
     fn leader(&mut self) -> Option<&mut Leader> {
         match &mut self.state {
             State::Leading(l) => Some(l),
@@ -306,7 +306,7 @@ impl Peer {
     }
 
     /// Leader: starts handing leadership to `to`, or to the most caught-up
-    /// synced follower. New proposals wait (see [`Peer::next_zxid`]); once the
+    /// synced follower. New proposals wait (see [`Zab::next_zxid`]); once the
     /// target holds everything this leader logged and all of it is committed,
     /// the leader tells its followers to look for a leader and nominates the
     /// target, which the election then picks without waiting for a timeout.
@@ -388,7 +388,7 @@ impl Peer {
     /// Leader: asks the followers to confirm this peer still leads. Returns
     /// the probe to wait for: [`Action::LeadershipConfirmed`] names it (or a
     /// later one) once a quorum echoed it. Probes asked for between two
-    /// [`Peer::take_actions`] share one PING. None unless this peer is an established leader.
+    /// [`Zab::take_actions`] share one PING. None unless this peer is an established leader.
     pub fn confirm_leadership(&mut self) -> Option<u64> {
         let l = self.leader().filter(|l| l.is_established())?;
         // A question must wait for a probe sent after it arrived, and one not

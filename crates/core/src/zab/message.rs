@@ -286,7 +286,7 @@ impl Message {
     }
 
     /// The leadership probe this message can carry (a leader's REPLY) or
-    /// echo (a follower's REQUEST), for [`super::Peer::end_turn`] to set.
+    /// echo (a follower's REQUEST), for [`super::Zab::end_turn`] to set.
     pub(super) fn probe_mut(&mut self) -> Option<&mut u64> {
         match self {
             Message::Reply { probe, .. } | Message::Forward { probe, .. } => Some(probe),

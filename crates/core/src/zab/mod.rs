@@ -1,6 +1,6 @@
 //! Zab, ZooKeeper's atomic broadcast, as a deterministic state machine.
 //!
-//! A [`Peer`] takes [`Input`]s (a tick, a message from another replica, "storage
+//! A [`Zab`] takes [`Input`]s (a tick, a message from another replica, "storage
 //! operations up to sequence number N are durable", a lost connection) and
 //! produces [`Action`]s (messages to send, storage operations to perform,
 //! committed entries to apply, role changes). It never awaits, never reads a
@@ -311,7 +311,7 @@ pub enum Action {
     /// tree shows it, as the leader's does.
     ConfigurationAdopted(Configuration),
     /// A quorum confirmed this peer still leads: every probe up to `probe`
-    /// (from [`Peer::confirm_leadership`]) is answered.
+    /// (from [`Zab::confirm_leadership`]) is answered.
     LeadershipConfirmed {
         /// The newest probe confirmed.
         probe: u64,
@@ -345,8 +345,8 @@ enum State {
     Leading(Leader),
 }
 
-/// One replica's view of Zab.
-pub struct Peer {
+/// One member's Zab: the state machine of election, discovery, synchronization and broadcast.
+pub struct Zab {
     config: Config,
     accepted_epoch: Epoch,
     current_epoch: Epoch,
@@ -385,18 +385,18 @@ pub struct Peer {
     epoch_floor: Epoch,
 }
 
-impl Peer {
+impl Zab {
     /// A peer that starts looking for a leader. The caller's tree must already
     /// reflect everything up to `durable.snapshot_zxid`; entries after it are
     /// applied only once a leader commits them.
-    pub fn new(config: Config, durable: Durable) -> Peer {
+    pub fn new(config: Config, durable: Durable) -> Zab {
         // The replicated configuration wins over the file's once there is one.
         let base_config = durable.configuration.unwrap_or_else(|| config.initial_configuration());
         let loaded = durable.entries.iter().filter_map(|e| e.txn.body.loaded_epoch()).max().unwrap_or(0);
         let log = Log::new(durable.snapshot_zxid, base_config, durable.entries);
         let last = log.last_zxid();
         let status = Status { role: Role::Looking, epoch: 0, leader: None, serving: false };
-        let mut peer = Peer {
+        let mut peer = Zab {
             accepted_epoch: durable.accepted_epoch,
             current_epoch: durable.current_epoch,
             committed: durable.snapshot_zxid,
@@ -469,7 +469,7 @@ impl Peer {
         std::mem::take(&mut self.outbox)
     }
 
-    /// Hands back a vector [`Peer::take_actions`] returned, emptied, for the
+    /// Hands back a vector [`Zab::take_actions`] returned, emptied, for the
     /// next actions: a host's every turn takes some, and this spares each
     /// turn growing a new one.
     pub fn recycle_actions(&mut self, used: Vec<Action>) {
@@ -480,14 +480,14 @@ impl Peer {
     /// and before `sends` (this turn's messages, in order) leave: leadership
     /// probes asked for in the turn and echoes of probes received in it ride
     /// on those messages where they can, or go in PINGs of their own, which
-    /// [`Peer::take_actions`] then returns. A host that never calls it
+    /// [`Zab::take_actions`] then returns. A host that never calls it
     /// still works, probes and echoes going out at its ticks.
     pub fn end_turn(&mut self, sends: &mut [(ServerId, &mut Message)]) {
         self.end_turn_probes(sends);
         self.end_turn_echo(sends);
     }
 
-    /// Whether [`Peer::end_turn`] has anything to do: a probe not yet sent
+    /// Whether [`Zab::end_turn`] has anything to do: a probe not yet sent
     /// to every follower, or one received and not yet echoed. Lets a host
     /// skip gathering its sends on most turns.
     pub fn probes_due(&self) -> bool {
@@ -623,7 +623,7 @@ impl Peer {
     }
 
     /// Proposes a transaction (leader only); returns its zxid. It reaches
-    /// storage and followers at the next [`Peer::take_actions`].
+    /// storage and followers at the next [`Zab::take_actions`].
     pub fn propose(&mut self, txn: Txn) -> Result<Zxid, ProposeError> {
         let zxid = self.next_zxid()?;
         if let TxnBody::Reconfig(change @ Change::Enter { .. }) = &txn.body {
@@ -654,7 +654,7 @@ impl Peer {
         true
     }
 
-    /// Whether [`Peer::forward`] would send: following, and serving.
+    /// Whether [`Zab::forward`] would send: following, and serving.
     pub fn can_forward(&self) -> bool {
         self.forwarding_to().is_some()
     }
@@ -851,7 +851,7 @@ impl Peer {
     }
 }
 
-impl Peer {
+impl Zab {
     /// Abandons the current role and starts an election (e.g. the runtime
     /// could not install a snapshot the leader sent).
     pub fn restart_election(&mut self, reason: &str) {

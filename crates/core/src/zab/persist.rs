@@ -1,7 +1,7 @@
 //! What Zab asks storage to make durable, and what it recovers from it. The
 //! core owns this vocabulary; `storage` implements it on sled and in memory.
 
-use super::{Action, Io, Message, Peer, State};
+use super::{Action, Io, Message, State, Zab};
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::members::Configuration;
 use crate::txn::Entry;
@@ -48,7 +48,7 @@ pub struct Durable {
 }
 
 /// Durability on the peer: every promise waits for the storage operation it depends on.
-impl Peer {
+impl Zab {
     pub(super) fn persist(&mut self, op: StorageOp) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;

@@ -3,12 +3,12 @@
 //! once that is committed, and how it leaves when the new members do not
 //! include it as a voter.
 
-use super::{Peer, ProposeError, State};
+use super::{ProposeError, State, Zab};
 use crate::ids::{ServerId, SessionId};
 use crate::members::Change;
 use crate::txn::{Txn, TxnBody};
 
-impl Peer {
+impl Zab {
     /// Leader: whether `next` may be proposed now. One reconfiguration at a
     /// time (a joint configuration, or a completion not yet committed, is
     /// one under way), and a majority of the new voters must be synced

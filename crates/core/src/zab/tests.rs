@@ -17,7 +17,7 @@ fn config(id: ServerId, n: u64) -> Config {
 
 /// A notification of round `round` from `from`, then the ticks an election
 /// waits before it decides.
-fn hear(peer: &mut Peer, from: ServerId, round: u64, vote: Vote, state: PeerState) {
+fn hear(peer: &mut Zab, from: ServerId, round: u64, vote: Vote, state: PeerState) {
     let msg = Message::Notification { round, vote, state, configuration: None };
     peer.handle(Input::Message { from, msg });
     for _ in 0..3 {
@@ -27,7 +27,7 @@ fn hear(peer: &mut Peer, from: ServerId, round: u64, vote: Vote, state: PeerStat
 
 /// A node of the harness: the peer plus what storage durably holds.
 struct Node {
-    peer: Peer,
+    peer: Zab,
     up: bool,
     applied: Vec<Zxid>,
     durable: Durable,
@@ -67,7 +67,7 @@ impl Cluster {
             nodes.insert(
                 id,
                 Node {
-                    peer: Peer::new(Config { resident_log_entries: resident, ..config(id, n) }, Durable::default()),
+                    peer: Zab::new(Config { resident_log_entries: resident, ..config(id, n) }, Durable::default()),
                     up: true,
                     applied: vec![],
                     durable: Durable::default(),
@@ -243,7 +243,7 @@ impl Cluster {
         let mut c = Cluster::new(voters);
         c.observers = observers;
         for id in voters + 1..=voters + observers {
-            let peer = Peer::new(config(id, voters), Durable::default());
+            let peer = Zab::new(config(id, voters), Durable::default());
             c.nodes.insert(id, Node { peer, up: true, applied: vec![], durable: Durable::default(), confirmed: 0 });
         }
         // Every member starts again with the whole configuration.
@@ -266,7 +266,7 @@ impl Cluster {
         let durable = node.durable.clone();
         // The harness's "tree" is the applied list: it reflects the snapshot only.
         node.applied.retain(|z| *z <= durable.snapshot_zxid);
-        node.peer = Peer::new(config, durable);
+        node.peer = Zab::new(config, durable);
         node.up = true;
         self.drain(id);
     }
@@ -289,7 +289,7 @@ fn single_replica_elects_itself_and_commits_after_persisting() {
 /// Walks a lone member through discovery and sync by acknowledging its
 /// storage; `recycle` hands each turn's actions back full, as a host that
 /// stopped part-way through them would.
-fn serve_alone(peer: &mut Peer, recycle: bool) {
+fn serve_alone(peer: &mut Zab, recycle: bool) {
     for _ in 0..4 {
         let actions = peer.take_actions();
         if let Some(seq) = actions.iter().rev().find_map(|a| match a {
@@ -307,7 +307,7 @@ fn serve_alone(peer: &mut Peer, recycle: bool) {
 
 #[test]
 fn a_recycled_action_vector_brings_back_nothing_it_held() {
-    let mut peer = Peer::new(config(1, 1), Durable::default());
+    let mut peer = Zab::new(config(1, 1), Durable::default());
     serve_alone(&mut peer, true);
     let zxid = peer.propose(txn(1)).unwrap();
     let actions = peer.take_actions();
@@ -322,7 +322,7 @@ fn a_recycled_action_vector_brings_back_nothing_it_held() {
 
 #[test]
 fn proposal_is_not_committed_before_it_is_durable() {
-    let mut peer = Peer::new(config(1, 1), Durable::default());
+    let mut peer = Zab::new(config(1, 1), Durable::default());
     serve_alone(&mut peer, false);
     let zxid = peer.propose(txn(1)).unwrap();
     let actions = peer.take_actions();
@@ -336,7 +336,7 @@ fn proposal_is_not_committed_before_it_is_durable() {
 
 #[test]
 fn follower_promises_epoch_only_once_durable() {
-    let mut peer = Peer::new(config(2, 3), Durable::default());
+    let mut peer = Zab::new(config(2, 3), Durable::default());
     peer.take_actions();
     // Peers 1 and 3 vote for 3 (highest id); 2 follows 3.
     let vote = Vote::new(0, Zxid::ZERO, 3);
@@ -552,7 +552,7 @@ fn t90_lost_snap_does_not_graft_onto_an_uncommitted_tail() {
 
 /// Peer 2 holding entries (1,1)..(1,`last`) of epoch 1, following peer 3
 /// (elected with (1,5)) into `epoch`, its ACKEPOCH sent: waiting for DIFF or SNAP.
-fn following_3(last: u32, epoch: Epoch) -> Peer {
+fn following_3(last: u32, epoch: Epoch) -> Zab {
     let entries: Vec<Entry> = (1..=last).map(|c| Entry::new(Zxid::new(1, c), txn(c as i32))).collect();
     let durable = Durable {
         accepted_epoch: 1,
@@ -562,7 +562,7 @@ fn following_3(last: u32, epoch: Epoch) -> Peer {
         configuration: None,
         epoch_floor: 0,
     };
-    let mut peer = Peer::new(config(2, 3), durable);
+    let mut peer = Zab::new(config(2, 3), durable);
     peer.take_actions();
     let vote = Vote::new(1, Zxid::new(1, 5), 3);
     for from in [1, 3] {
@@ -611,7 +611,7 @@ fn t90_interrupted_snap_sync_loses_nothing() {
 /// The same sync, completed: snapshot and entries are installed together at NEWLEADER.
 #[test]
 fn snap_sync_installs_snapshot_and_entries_together() {
-    let mut peer = Peer::new(config(2, 3), Durable::default());
+    let mut peer = Zab::new(config(2, 3), Durable::default());
     peer.take_actions();
     let vote = Vote::new(0, Zxid::ZERO, 3);
     for from in [1, 3] {
@@ -811,7 +811,7 @@ fn a_diff_that_lost_an_epochs_end_is_refused() {
 #[test]
 fn a_member_whose_chosen_leader_follows_another_looks_again_at_once() {
     let following_1 = || {
-        let mut peer = Peer::new(config(3, 3), Durable::default());
+        let mut peer = Zab::new(config(3, 3), Durable::default());
         peer.take_actions();
         // 1's history is longer than 3's own, so 3 adopts 1's vote.
         let vote = Vote::new(1, Zxid::ZERO, 1);

@@ -17,7 +17,7 @@ use crate::session::{timeout_ticks, SessionTracker};
 use crate::tree::stat::EphemeralType;
 use crate::tree::TreeState;
 use crate::txn::{Txn, TxnBody};
-use crate::zab::Peer;
+use crate::zab::Zab;
 use check::{Context, Limits, PendingChanges};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -67,7 +67,7 @@ struct Confirming {
 /// What preparing needs from the rest of the replica.
 pub struct Env<'a> {
     /// Zab, to propose and answer followers.
-    pub zab: &'a mut Peer,
+    pub zab: &'a mut Zab,
     /// The committed tree.
     pub tree: &'a TreeState,
     /// The wall clock, stamped into transactions.
@@ -156,7 +156,7 @@ impl Prep {
     /// A quorum confirmed every leadership probe up to `probe`: answers the
     /// syncs that waited for them. Forwarded ones go back to their follower;
     /// those of this member's own sessions are returned, in order.
-    pub fn confirmed(&mut self, zab: &mut Peer, probe: u64) -> Vec<LocalSync> {
+    pub fn confirmed(&mut self, zab: &mut Zab, probe: u64) -> Vec<LocalSync> {
         let mut synced = Vec::new();
         while let Some(c) = self.confirming.front().filter(|c| c.probe <= probe).copied() {
             self.confirming.pop_front();

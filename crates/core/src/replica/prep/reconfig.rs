@@ -10,7 +10,7 @@ use crate::op::Op;
 use crate::replica::reconfig::{MemberChange, ReconfigError};
 use crate::tree::{TreeState, CONFIG_PATH};
 use crate::txn::TxnBody;
-use crate::zab::{Peer, ProposeError};
+use crate::zab::{ProposeError, Zab};
 
 /// The transaction a `reconfig` request becomes: the joint configuration,
 /// or the error ZooKeeper answers (the caller logs it as `TxnBody::Error`).
@@ -18,7 +18,7 @@ use crate::zab::{Peer, ProposeError};
 /// `/zookeeper/config` grants WRITE (read-only to the world by default),
 /// may reconfigure, and only with `reconfig_enabled`.
 pub fn prepare(
-    zab: &Peer,
+    zab: &Zab,
     tree: &TreeState,
     identities: &[Id],
     op: &Op,

@@ -4,8 +4,8 @@ use super::*;
 
 /// Peer 1 of three, looking in round `round` (raised to it by a looker's
 /// notification), its actions taken.
-fn looking_in(round: u64) -> Peer {
-    let mut peer = Peer::new(config(1, 3), Durable::default());
+fn looking_in(round: u64) -> Zab {
+    let mut peer = Zab::new(config(1, 3), Durable::default());
     hear(&mut peer, 3, round, Vote::new(0, Zxid::ZERO, 0), PeerState::Looking);
     assert_eq!((peer.status().role, peer.round), (Role::Looking, round));
     peer.take_actions();

@@ -11,7 +11,7 @@ impl Cluster {
     fn with_spares(voters: u64, spares: u64) -> Cluster {
         let mut c = Cluster::new(voters);
         for id in voters + 1..=voters + spares {
-            let peer = Peer::new(config(id, voters), Durable::default());
+            let peer = Zab::new(config(id, voters), Durable::default());
             c.nodes.insert(id, Node { peer, up: true, applied: vec![], durable: Durable::default(), confirmed: 0 });
             c.drain(id);
         }
@@ -166,7 +166,7 @@ fn a_member_started_with_another_configuration_file_takes_the_leaders() {
     // Member 4's file lists it among four voters; the ensemble's has three.
     let mut c = Cluster::new(3);
     c.settle(5);
-    let peer = Peer::new(config(4, 4), Durable::default());
+    let peer = Zab::new(config(4, 4), Durable::default());
     c.nodes.insert(4, Node { peer, up: true, applied: vec![], durable: Durable::default(), confirmed: 0 });
     c.drain(4);
     c.settle(10);
@@ -177,7 +177,7 @@ fn a_member_started_with_another_configuration_file_takes_the_leaders() {
 
 /// Peer 2 holding an uncommitted change from {1, 2, 3} to {1, 2, 3, 4}, as
 /// peer 4 does and 1 and 3 do not.
-fn holding_a_change_to_four() -> Peer {
+fn holding_a_change_to_four() -> Zab {
     let change =
         Configuration::initial(Membership::of_ids(&[1, 2, 3], &[])).enter(Membership::of_ids(&[1, 2, 3, 4], &[]));
     let body = TxnBody::Reconfig(change);
@@ -190,7 +190,7 @@ fn holding_a_change_to_four() -> Peer {
         configuration: None,
         epoch_floor: 0,
     };
-    let mut peer = Peer::new(config(2, 3), durable);
+    let mut peer = Zab::new(config(2, 3), durable);
     peer.take_actions();
     assert!(peer.configuration().is_joint());
     peer

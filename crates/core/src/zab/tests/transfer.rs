@@ -65,7 +65,7 @@ fn a_transfer_is_refused_with_its_reason() {
     c.settle(3);
     let leader = c.leader().expect("a leader");
     let follower = (1..=3).find(|id| *id != leader).expect("a follower");
-    fn peer(c: &mut Cluster, id: ServerId) -> &mut Peer {
+    fn peer(c: &mut Cluster, id: ServerId) -> &mut Zab {
         &mut c.nodes.get_mut(&id).expect("a member").peer
     }
     assert_eq!(peer(&mut c, leader).transfer_leadership(Some(leader)), Err(TransferError::AlreadyLeads(leader)));
