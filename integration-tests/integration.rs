@@ -10,6 +10,7 @@ mod addresses;
 mod admin;
 mod backup;
 mod client;
+mod crash_stop;
 mod curator;
 mod disk_faults;
 mod ensemble;

@@ -218,11 +218,11 @@ fn serve_boxed<'a>(
             _ = shutdown => {
                 hand_over_before_stopping(&handle).await;
                 let _ = stop_tx.send(true);
-                owner.await.unwrap_or(Ok(()))
+                ServerError::joined("owner task", owner.await)
             }
             result = &mut owner => {
                 let _ = stop_tx.send(true);
-                result.unwrap_or(Ok(()))
+                ServerError::joined("owner task", result)
             }
         };
         // Listeners stop accepting at once; a connection that does not finish

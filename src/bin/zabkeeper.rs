@@ -79,6 +79,7 @@ fn main() -> ExitCode {
         }
     };
     init_logs(&log_filter(args.log.clone(), &config), args.log_format.unwrap_or(config.log_format));
+    zabkeeper::runtime::crash::log_panics();
     // The runtime is sized by the config, so it is built once the config is read.
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let workers = config.runtime_workers(cpus);

@@ -5,7 +5,7 @@
 //! blocking task.
 
 use super::handle::Event;
-use super::{storage_worker, Links};
+use super::{crash, storage_worker, Links};
 use crate::telemetry::metrics::Metrics;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -70,6 +70,9 @@ impl Host for Effects<'_> {
     }
 
     fn persist(&mut self, replica: &Replica, seq: u64, op: StorageOp) -> Back<Infallible> {
+        if let StorageOp::Append(_) = &op {
+            crash::failpoint("owner-persist");
+        }
         if let (StorageOp::Append(entries), Role::Leading) = (&op, replica.status().role) {
             let now = Instant::now();
             self.proposed.extend(entries.iter().map(|e| (e.zxid, now)));
@@ -126,7 +129,9 @@ impl Host for Effects<'_> {
         let metrics = self.metrics.clone();
         let events = self.events_tx.clone();
         let retained = self.config.snapshots_retained;
-        tokio::task::spawn_blocking(move || {
+        let told = events.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            crash::failpoint("snapshot-write");
             let zxid = state.last_zxid();
             let started = Instant::now();
             let mut chunks = snapshot::Chunks::new(&state, zabkeeper_store::SNAPSHOT_CHUNK_BYTES);
@@ -147,6 +152,14 @@ impl Host for Effects<'_> {
                 }
             };
             let _ = events.blocking_send(event);
+        });
+        // A writer that panicked may have left the store half-written, and
+        // the replica would wait for its answer for ever: crash-stop.
+        tokio::spawn(async move {
+            if let Err(e) = written.await {
+                let message = if e.is_panic() { crash::panic_message(e.into_panic().as_ref()) } else { e.to_string() };
+                let _ = told.send(Event::StorageFailed(format!("the snapshot writer panicked: {message}"))).await;
+            }
         });
         Ok(None)
     }

@@ -12,6 +12,7 @@
 //! The runtime names no network: the links to other members are a [`Links`]
 //! the composition root (`crate::serve`) hands in, made by `crate::peer`.
 
+pub mod crash;
 pub mod disk;
 mod effects;
 pub mod handle;
@@ -51,6 +52,32 @@ pub enum ServerError {
     /// A thread could not start.
     #[error("cannot start the storage thread: {0}")]
     Thread(std::io::Error),
+    /// A task that holds the replica or its durability panicked: the member
+    /// stops (crash-stop) and its supervisor sees a failure, not a clean exit.
+    #[error("the {task} panicked: {message}")]
+    Panicked {
+        /// Which task.
+        task: &'static str,
+        /// The panic's message.
+        message: String,
+    },
+}
+
+impl ServerError {
+    /// What a task's join handle says, as the member's result: a panic or a
+    /// cancellation is a failure of the member, never a clean stop.
+    pub fn joined(
+        task: &'static str,
+        joined: Result<Result<(), ServerError>, tokio::task::JoinError>,
+    ) -> Result<(), ServerError> {
+        match joined {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => {
+                Err(ServerError::Panicked { task, message: crash::panic_message(e.into_panic().as_ref()) })
+            }
+            Err(_) => Err(ServerError::Panicked { task, message: "cancelled before it stopped".into() }),
+        }
+    }
 }
 
 /// A started replica: the handle front ends use and the owner's join handle.

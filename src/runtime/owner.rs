@@ -94,8 +94,16 @@ pub fn start(
     let task = tokio::spawn(async move {
         let result = owner.run(events_rx, shutdown).instrument(span).await;
         // Dropping the batch sender stopped the worker after a final flush.
-        let _ = tokio::task::spawn_blocking(move || storage_thread.join()).await;
-        result
+        let joined = tokio::task::spawn_blocking(move || storage_thread.join()).await;
+        match (result, joined) {
+            // A worker that panicked has already said so (StorageFailed); if it
+            // died quietly, the member still must not stop as if clean.
+            (Ok(()), Ok(Err(payload))) => Err(ServerError::Panicked {
+                task: "storage thread",
+                message: super::crash::panic_message(payload.as_ref()),
+            }),
+            (result, _) => result,
+        }
     });
     Ok(Started { handle, owner: task })
 }
@@ -199,7 +207,11 @@ impl Owner {
             // span too (a role change is logged as outputs are carried out).
             let position = self.position.span.clone();
             let _in_position = position.enter();
-            self.carry_out();
+            if let Err(e) = self.carry_out() {
+                tracing::error!(error = %e, "stopping this replica");
+                result = Err(e);
+                break;
+            }
             if let Some(took) = self.round.after_turn(self.replica.read_index_round()) {
                 self.metrics.read_index_round(took);
             }
@@ -381,7 +393,7 @@ impl Owner {
 
     /// Carries out the replica's outputs, in order, through the core's one
     /// host loop; then hands the turn's storage batch to the worker.
-    fn carry_out(&mut self) {
+    fn carry_out(&mut self) -> Result<(), ServerError> {
         let mut batch: storage_worker::Batch = Vec::new();
         let mut effects = Effects {
             config: &self.config,
@@ -399,7 +411,11 @@ impl Owner {
         let Ok(_drained) = host::carry_out(&mut self.replica, &mut effects, MAX_PASSES);
         if !batch.is_empty() {
             if let Some(tx) = &self.storage_tx {
-                let _ = tx.send(batch);
+                // The worker only lets go of its receiver when it stops: a
+                // batch it cannot take would never be acknowledged.
+                if tx.send(batch).is_err() {
+                    return Err(ServerError::Storage("the storage thread is gone; nothing more is durable".into()));
+                }
             }
         }
         for conn in self.leaving.drain(..) {
@@ -407,6 +423,7 @@ impl Owner {
         }
         self.learn_addresses();
         self.rewrite_config_file();
+        Ok(())
     }
 
     /// Brings the config file to a reconfiguration once it is complete and
