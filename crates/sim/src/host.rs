@@ -24,9 +24,12 @@ impl Simulation {
         // through the replica each effect is handed.
         let Some(mut replica) = self.nodes.get_mut(&id).and_then(|n| n.replica.take()) else { return Ok(()) };
         let drained = host::carry_out(&mut replica, &mut Effects { sim: self, id }, MAX_PASSES);
+        // Checked in every build, not only where `handle` checks it.
+        let valid = replica.validate();
         if let Some(node) = self.nodes.get_mut(&id) {
             node.replica = Some(replica);
         }
+        valid.map_err(|broken| Violation::Broken { node: id, broken })?;
         match drained? {
             true => Ok(()),
             false => Err(Violation::NoProgress(format!("replica {id} kept producing outputs"))),

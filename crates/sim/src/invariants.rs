@@ -15,6 +15,14 @@ use zabkeeper_core::txn::{Txn, TxnBody};
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Violation {
+    /// A replica's own invariant (`Replica::validate`) does not hold.
+    #[error("replica {node}: {broken}")]
+    Broken {
+        /// The replica.
+        node: ServerId,
+        /// What broke.
+        broken: zabkeeper_core::zab::Broken,
+    },
     /// Leadership: two replicas led the same epoch.
     #[error("Leadership: epoch {epoch} established by both {first} and {second}")]
     TwoLeaders {

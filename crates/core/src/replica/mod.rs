@@ -36,6 +36,7 @@ pub mod reads;
 pub mod reconfig;
 mod requests;
 pub mod snapshots;
+mod validate;
 
 #[cfg(test)]
 mod tests;
@@ -306,6 +307,7 @@ impl Replica {
 
     /// Feeds one input; what follows is in [`Replica::take_outputs`].
     pub fn handle(&mut self, input: Input) {
+        let kind = validate::kind(&input);
         match input {
             Input::Tick { now_ms } => self.on_tick(now_ms),
             Input::Peer { from, msg } => self.zab.handle(zab::Input::Message { from, msg }),
@@ -336,6 +338,7 @@ impl Replica {
             Input::Disconnect { conn } => self.drop_conn(conn),
         }
         self.drain_zab();
+        self.debug_validate(kind);
     }
 
     /// What to do, in order.

@@ -27,6 +27,7 @@ pub mod log;
 pub mod message;
 mod persist;
 mod reconfig;
+mod validate;
 
 /// What a runtime sends for [`Io::SendStored`], read from `stored` (a test
 /// harness's durable log); panics when it lacks an entry asked for.
@@ -77,6 +78,8 @@ use log::Log;
 pub use message::{EpochRange, Message, PeerState, Vote};
 pub use persist::{Durable, StorageOp};
 use std::collections::VecDeque;
+pub(crate) use validate::check as validate_check;
+pub use validate::Broken;
 
 /// Static settings of one peer.
 #[derive(Clone, Debug)]
