@@ -77,6 +77,7 @@ test-soak-sim:
 ## for 15 s.)
 NEMESIS_SECS ?= 60
 test-nemesis:
+	$(BUILD_ALL)
 	NEMESIS_SECS=$(NEMESIS_SECS) $(TEST_WORKSPACE) --test nemesis -- --nocapture
 
 ## Runs members on hosts of their own (network namespaces): link faults, membership changes.
@@ -88,6 +89,7 @@ test-nemesis:
 ## observer, under writes. iptables (Debian's package) adds the loss and, with
 ## NFQUEUE, the delay where the kernel has no sch_netem.
 test-multi-host: network-tools java-clients
+	$(BUILD_ALL)
 	@py=$$(.ci/python-env | tail -n 1) && \
 		ZABKEEPER_TEST_PYTHON=$$py $(TEST_WORKSPACE) --test multi_host -- --ignored --nocapture
 
@@ -263,6 +265,7 @@ java-clients:
 ## Runs Curator's recipes against a 3-member ensemble.
 ## Curator's recipes against a 3-member ensemble (needs `make java-clients`).
 test-curator:
+	$(BUILD_ALL)
 	$(TEST_WORKSPACE) --test integration -- --nocapture curator::
 
 # apt-get install $(PACKAGES) unless every file of $(MARKERS) exists, as root or with password-less sudo.

@@ -1,10 +1,11 @@
-//! The client front ends: the ZooKeeper port ([`zookeeper`], with the
-//! four-letter words in [`four_letter`]) and the gRPC session service
-//! (`rpc::client`). Each decodes its own format into the replica's
-//! vocabulary and encodes replies back; everything else about a session is
-//! the same for both and lives here, in [`Connection`] and [`Outbox`]: opening
-//! it (the connection's outbox registered, then the connect), the limit on
-//! requests in flight, reply accounting, and closing it.
+//! Where clients connect: the ZooKeeper port ([`zookeeper`], which also
+//! answers four-letter words with what the operations surface hands it) and
+//! the gRPC session service ([`grpc`]). Each decodes its own format into the
+//! replica's vocabulary and encodes replies back; everything else about a
+//! connection is the same for both and lives here, in [`Connection`] and
+//! [`Outbox`]: opening it (the connection's outbox registered, then the
+//! connect), the limit on requests in flight, reply accounting, and closing
+//! it. [`limits`] bounds connections per member and per address.
 
 pub mod grpc;
 pub mod grpc_convert;

@@ -1,7 +1,7 @@
 //! The ensemble configuration: one TOML file describes the whole ensemble and
 //! each member picks itself with `--id`, `ZABKEEPER_ID` or its host name's
 //! StatefulSet ordinal (ZooKeeper's zoo.cfg plus myid, in one place). Any key
-//! can be overridden from the environment ([`overrides`]). Every key is
+//! can be overridden from the environment (`overrides.rs`). Every key is
 //! checked at start; a bad value fails with a message naming the key and the
 //! member.
 

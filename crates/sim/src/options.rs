@@ -45,7 +45,7 @@ pub struct Options {
     /// for a while (a leader then refuses writes that grow the state).
     pub disk_low: f64,
     /// Check liveness: once a quorum has been up, connected and healthy for
-    /// [`LIVENESS_STEPS`], a probe client's write must have committed.
+    /// [`LIVENESS_STEPS`](crate::LIVENESS_STEPS), a probe client's write must have committed.
     pub liveness: bool,
     /// Transactions between snapshots (small, to exercise SNAP and purge).
     pub snapshot_every: u64,

@@ -15,7 +15,7 @@ pub(super) fn in_doubt(e: &ClientError) -> bool {
     matches!(e, ClientError::ConnectionLoss(_) | ClientError::Timeout { .. })
 }
 
-/// Our node in `dir`. Dropped without [`Ticket::leave`], it deletes its node
+/// Our node in `dir`. Dropped without `Ticket::leave`, it deletes its node
 /// in the background (when a tokio runtime is at hand), so a cancelled wait
 /// does not block the contenders behind it until the session ends.
 pub struct Ticket {

@@ -5,7 +5,7 @@
 //! [`Storage::flush`] returns: the runtime batches every operation of one
 //! turn of its loop into one flush (group commit) and only then tells the
 //! consensus core they are durable, which is what releases acknowledgements.
-//! Two implementations pass one conformance suite ([`conformance`], with
+//! Two implementations pass one conformance suite (`conformance`, with
 //! the `testing` feature): the server's sled store on disk and
 //! [`mem_store::MemStorage`] in memory, whose `crash` drops everything not
 //! flushed (used by the simulation).

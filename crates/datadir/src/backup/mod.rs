@@ -6,7 +6,7 @@
 //! The directory holds a manifest (`backup.json`, naming the format
 //! version), snapshot files `snapshot-<zxid>.zkb` and transaction files
 //! `txns-<zxid>.zkb` (the transactions after that zxid), zxids as 16 hex
-//! digits so that names sort as zxids do. The files' bytes are [`format`]'s;
+//! digits so that names sort as zxids do. The files' bytes are [`format`](mod@format)'s;
 //! [`writer`] keeps the directory, [`restore`] reads it, [`time`] parses
 //! the times a restore may target.
 
