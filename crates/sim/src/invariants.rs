@@ -15,6 +15,9 @@ use zabkeeper_core::txn::{Txn, TxnBody};
 /// A broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Violation {
+    /// The schedule panicked (a replica's debug-build invariant check, or a bug).
+    #[error("panicked: {0}")]
+    Panicked(String),
     /// A replica's own invariant (`Replica::validate`) does not hold.
     #[error("replica {node}: {broken}")]
     Broken {

@@ -264,14 +264,34 @@ impl Simulation {
         Failure { seed: self.seed, step: self.step, violation }
     }
 
-    /// Runs the fault phase, heals, and checks convergence.
-    pub fn run(mut self) -> Result<Report, Failure> {
+    /// Runs the fault phase, heals, and checks convergence. A panic inside
+    /// (a replica's debug-build invariant check, say) is a failure of this
+    /// seed too, so it is reported with the seed that replays it.
+    pub fn run(self) -> Result<Report, Failure> {
+        let seed = self.seed;
+        let step = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = step.clone();
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.run_steps(&seen))).unwrap_or_else(
+            |payload| {
+                let message = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                let step = step.load(std::sync::atomic::Ordering::Relaxed);
+                Err(Failure { seed, step, violation: Violation::Panicked(message) })
+            },
+        )
+    }
+
+    fn run_steps(mut self, seen: &std::sync::atomic::AtomicU64) -> Result<Report, Failure> {
         for id in 1..=self.options.peers() {
             self.boot(id).map_err(|v| self.fail(v))?;
         }
         let total = self.options.fault_steps + self.options.heal_steps;
         while self.step < total {
             self.step += 1;
+            seen.store(self.step, std::sync::atomic::Ordering::Relaxed);
             let healing = self.step > self.options.fault_steps;
             if healing && self.heal_at.is_none() {
                 self.heal();
