@@ -745,3 +745,42 @@ fn null_data_reads_back_null_on_every_member_and_after_a_full_restart() {
     read_everywhere(&ensemble, "after a full restart");
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }
+
+/// The figure after `label` (`Received: 12` in srvr, `recved=12,` in cons).
+fn figure(text: &str, label: &str) -> u64 {
+    let at = text.find(label).unwrap_or_else(|| panic!("no {label:?} in {text:?}")) + label.len();
+    text[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().expect("a number")
+}
+
+/// `srst` and `crst` start the request statistics afresh, as ZooKeeper's
+/// do: `srvr`'s counts and `cons`'s per-connection counts drop, and go on
+/// counting after.
+#[test]
+fn srst_and_crst_reset_the_server_and_connection_statistics() {
+    let ensemble = Ensemble::start(1);
+    let addr = ensemble.members[0].ports.client;
+    runtime().block_on(async {
+        let c = connect(&ensemble.zookeeper(&[1]), 6000).await;
+        for i in 0..30 {
+            c.create(&format!("/stats-{i}"), b"x", &open()).await.expect("create");
+        }
+        let before = figure(&four_letter(addr, "srvr"), "Received: ");
+        assert!(before >= 30, "every request counted: {before}");
+        assert_eq!(four_letter(addr, "srst"), "Server stats reset.\n");
+        let after = figure(&four_letter(addr, "srvr"), "Received: ");
+        assert!(after < before && after < 30, "reset: {after}, was {before}");
+
+        let cons = four_letter(addr, "cons");
+        let before = figure(&cons, "recved=");
+        assert!(before >= 30, "the connection's requests counted: {cons}");
+        assert_eq!(four_letter(addr, "crst"), "Connection stats reset.\n");
+        let cons = four_letter(addr, "cons");
+        let after = figure(&cons, "recved=");
+        assert!(after < 30, "reset: {cons}");
+        assert!(cons.contains("lop=NA"), "no operation since the reset: {cons}");
+        c.create("/stats-after", b"x", &open()).await.expect("create");
+        let cons = four_letter(addr, "cons");
+        assert!(figure(&cons, "recved=") > after, "counting goes on: {cons}");
+    });
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}

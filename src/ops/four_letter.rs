@@ -23,8 +23,24 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
     match Facts::gather(handle).await {
         // Only mntr shows the disk: the others skip the walk of the data directory.
         Some(facts) if word == FourLetterWord::Mntr => render(word, &facts.with_disk().await),
+        Some(facts) if matches!(word, FourLetterWord::Srst | FourLetterWord::Crst) => {
+            serving_or(&facts, || reset(word, handle))
+        }
         Some(facts) => render(word, &facts),
         None => format!("{NOT_SERVING}\n"),
+    }
+}
+
+/// `srst` and `crst`: the member's request statistics, or every
+/// connection's, start afresh (`srvr`, `stat` and `cons` show them; the
+/// Prometheus counters are never reset, as counters must not be).
+fn reset(word: FourLetterWord, handle: &Handle) -> String {
+    if word == FourLetterWord::Srst {
+        handle.stats.reset();
+        "Server stats reset.\n".into()
+    } else {
+        handle.conns.reset_all();
+        "Connection stats reset.\n".into()
     }
 }
 

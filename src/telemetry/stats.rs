@@ -71,6 +71,18 @@ impl ServerStats {
         self.latency_max_us.fetch_max(us, Ordering::Relaxed);
     }
 
+    /// Starts the counters and latencies afresh (ZooKeeper's `srst`). Each
+    /// figure is reset on its own: a request counted meanwhile may land on
+    /// either side of the reset, as in ZooKeeper.
+    pub fn reset(&self) {
+        self.received.store(0, Ordering::Relaxed);
+        self.sent.store(0, Ordering::Relaxed);
+        self.latency_count.store(0, Ordering::Relaxed);
+        self.latency_sum_us.store(0, Ordering::Relaxed);
+        self.latency_min_us.store(u64::MAX, Ordering::Relaxed);
+        self.latency_max_us.store(0, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> StatsSnapshot {
         let count = self.latency_count.load(Ordering::Relaxed);
@@ -171,6 +183,17 @@ impl ConnStats {
         self.traffic.latency(elapsed);
     }
 
+    /// Starts this connection's figures afresh, as before its first request
+    /// (ZooKeeper's `crst`); its address and age stay.
+    pub fn reset(&self) {
+        self.traffic.reset();
+        *self.last_op.lock().unwrap_or_else(PoisonError::into_inner) = "NA";
+        self.last_xid.store(-1, Ordering::Relaxed);
+        self.last_zxid.store(-1, Ordering::Relaxed);
+        self.last_response_ms.store(0, Ordering::Relaxed);
+        self.last_latency_us.store(0, Ordering::Relaxed);
+    }
+
     /// The counters now.
     pub fn figures(&self) -> ConnFigures {
         let traffic = self.traffic.snapshot();
@@ -214,6 +237,13 @@ impl ConnRegistry {
     pub fn get(&self, conn: ConnId) -> Option<ConnFigures> {
         self.conns.lock().unwrap_or_else(PoisonError::into_inner).get(&conn).map(|s| s.figures())
     }
+
+    /// Starts every open connection's figures afresh (ZooKeeper's `crst`).
+    pub fn reset_all(&self) {
+        for stats in self.conns.lock().unwrap_or_else(PoisonError::into_inner).values() {
+            stats.reset();
+        }
+    }
 }
 
 #[cfg(test)]
@@ -237,5 +267,30 @@ mod tests {
         assert!((f.avg_latency_ms - 3.0).abs() < 1e-9);
         registry.close(7);
         assert_eq!(registry.get(7), None);
+    }
+
+    #[test]
+    fn resets_start_the_figures_afresh_and_keep_counting() {
+        let registry = ConnRegistry::default();
+        let stats = registry.open(1, None);
+        let before = registry.get(1).expect("registered");
+        stats.received();
+        stats.replied("GETD", 9, 0x20, Duration::from_millis(5));
+        stats.sent();
+        registry.reset_all();
+        assert_eq!(registry.get(1), Some(before), "as freshly opened");
+        stats.received();
+        stats.replied("SETD", 10, 0x21, Duration::from_millis(1));
+        let f = registry.get(1).expect("registered");
+        assert_eq!((f.received, f.last_op, f.min_latency_ms, f.max_latency_ms), (1, "SETD", 1.0, 1.0));
+
+        let server = ServerStats::default();
+        server.received();
+        server.sent();
+        server.latency(Duration::from_millis(7));
+        server.reset();
+        assert_eq!(server.snapshot(), StatsSnapshot::default());
+        server.latency(Duration::from_millis(3));
+        assert_eq!((server.snapshot().min_ms, server.snapshot().max_ms), (3.0, 3.0));
     }
 }
