@@ -13,6 +13,7 @@ to `a::c::...` is an arrow `b -> c` among the children of `a`; a loop of such
 arrows among one folder's children is a circle, reported with the names that
 tie it. A module's own `mod.rs` (or `lib.rs`) is no child: naming its items
 draws no arrow. Code under `#[cfg(test)]` is skipped, as tests are no layer.
+The server's folders are also in layers (LAYERS): no arrow may run up them.
 
 Usage: python3 integration-tests/import_circles.py [--self-test]
 (IMPORT_CIRCLES_ROOT=DIR checks another checkout, such as an older commit's.)
@@ -202,8 +203,8 @@ def resolve(p, module, children):
     return None
 
 
-def circles(files):
-    """[(folder, [children round the loop], {(a, b): names})]."""
+def arrows_of(files):
+    """{(folder, a, b): names}: each arrow a -> b among one folder's children."""
     modules = {tuple(m) for m, _ in files.values()}
     arrows = {}
     for module, refs in files.values():
@@ -218,6 +219,38 @@ def circles(files):
             if k < len(module) and k < len(target):
                 key = (tuple(module[:k]), module[k], target[k])
                 arrows.setdefault(key, set()).add("::".join(target[k + 1:] + names[:1]) or target[k])
+    return arrows
+
+
+# The server's folders in layers, bottom first: an arrow may run down or
+# within a layer, never up (docs/src/internals/crates.md). A folder added
+# to src/ must be given its place here.
+LAYERS = {
+    "src/lib.rs": [["telemetry", "security"], ["runtime"], ["peer", "ports"], ["ops"], ["serve"], ["testing"]],
+}
+
+
+def arrows_up(crate, files, root):
+    """Report lines for every arrow that runs up the crate root's layers."""
+    layers = LAYERS.get(os.path.relpath(crate, root))
+    if layers is None:
+        return []
+    level = {name: i for i, layer in enumerate(layers) for name in layer}
+    lines = []
+    for (folder, a, b), names in sorted(arrows_of(files).items()):
+        if folder:
+            continue
+        for m in (a, b):
+            if m not in level:
+                lines.append(f"{os.path.relpath(crate, root)}: module {m} has no layer (LAYERS in import_circles.py)")
+        if a in level and b in level and level[a] < level[b]:
+            lines.append(f"{os.path.relpath(crate, root)}: {a} imports {b}, a layer above it: {', '.join(sorted(names)[:6])}")
+    return sorted(set(lines))
+
+
+def circles(files):
+    """[(folder, [children round the loop], {(a, b): names})]."""
+    arrows = arrows_of(files)
     found = []
     folders = {f for f, _, _ in arrows}
     for folder in sorted(folders):
@@ -269,7 +302,9 @@ def check(root):
     """The circles of every crate under `root`, as report lines."""
     lines = []
     for crate in crate_roots(root):
-        for folder, members, ties in circles(read_crate(crate)):
+        files = read_crate(crate)
+        lines.extend(arrows_up(crate, files, root))
+        for folder, members, ties in circles(files):
             where = os.path.relpath(os.path.dirname(crate), root)
             lines.append(f"{where}: circle among {'::'.join(folder) or 'the crate root'}'s modules {', '.join(members)}")
             for (a, b), names in sorted(ties.items()):
@@ -299,6 +334,14 @@ def self_test():
             print("self-test: a planted circle (dial -> settings -> dial) was not found")
             return 1
         print("self-test: a planted circle is found: " + found[0])
+        stats = os.path.join(work, "src/telemetry/stats.rs")
+        with open(stats, "a", encoding="utf-8") as f:
+            f.write("\n/// Planted.\npub(crate) type PlantedUp = crate::runtime::handle::Handle;\n")
+        found = check(work)
+        if not any("telemetry imports runtime" in line for line in found):
+            print("self-test: a planted arrow up (telemetry -> runtime) was not found")
+            return 1
+        print("self-test: a planted arrow up is found: " + next(l for l in found if "imports" in l))
         return 0
     finally:
         shutil.rmtree(work)
@@ -312,9 +355,9 @@ def main():
         print(line)
     crates = len(crate_roots(ROOT))
     if lines:
-        print(f"import_circles: {sum(1 for l in lines if not l.startswith('  '))} circle(s) in {crates} crate roots")
+        print(f"import_circles: {sum(1 for l in lines if not l.startswith('  '))} circle(s) or arrows up in {crates} crate roots")
         return 1
-    print(f"import_circles: no module imports itself round a loop, in {crates} crate roots")
+    print(f"import_circles: no module imports itself round a loop, and no arrow runs up the server's layers, in {crates} crate roots")
     return 0
 
 

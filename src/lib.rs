@@ -32,13 +32,14 @@
 //! - [`peer`]: replication between members: the gRPC service other members
 //!   call, the links this member dials, their protobuf forms and protocol
 //!   versions.
-//! - [`ops`]: what operators use: the admin gRPC service, ZooKeeper's
-//!   four-letter words and AdminServer, the web console, `/metrics`, and the
-//!   procedures they ask (leadership hand-over, membership changes, loading a
-//!   tree), all rendering the same facts.
 //! - [`ports`]: where clients connect: the ZooKeeper port and the gRPC
 //!   session service side by side, with the connection plumbing and limits
 //!   they share.
+//! - [`ops`]: what operators use: the admin gRPC service, ZooKeeper's
+//!   four-letter words and AdminServer, the web console (a client of the
+//!   ports' [`ports::Connection`]), `/metrics`, and the procedures they ask
+//!   (leadership hand-over, membership changes, loading a tree), all
+//!   rendering the same facts.
 //! - [`serve`]: the composition root: a whole member started, until shutdown.
 //!
 //! # Start reading here: the path of one write

@@ -1,6 +1,6 @@
 //! What a member reports about itself, gathered once per question and shaped
 //! for rendering: the four-letter words ([`super::four_letter`], text) and
-//! ZooKeeper's AdminServer commands (`server::admin_http`, JSON) both render
+//! ZooKeeper's AdminServer commands (`ops::admin_http`, JSON) both render
 //! from these views, so a figure is computed in one place and the two
 //! answers cannot drift apart.
 

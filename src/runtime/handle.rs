@@ -1,7 +1,7 @@
 //! The narrow handle through which everything outside the owner task
-//! reaches the replica: the client front ends (ZooKeeper port, gRPC
+//! reaches the replica: the client ports (ZooKeeper port, gRPC
 //! sessions, admin), the peer transport and the storage worker. They send
-//! [`Event`]s into one bounded inbox; the owner task (`server`) is the only
+//! [`Event`]s into one bounded inbox; the owner task (`runtime::owner`) is the only
 //! one that touches the replica, and hands each [`Input`] to it as is.
 
 use crate::telemetry::stats::ServerStats;

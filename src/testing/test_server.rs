@@ -1,6 +1,6 @@
 //! A real single-replica server inside the test process, for the client's
 //! end-to-end tests until the `zabkeeper` binary runs: the server runtime
-//! (`server::start`) behind the gRPC session service, on a loopback port, in
+//! (`runtime::start`) behind the gRPC session service, on a loopback port, in
 //! its own tokio runtime so that `kill` drops every task and socket at once
 //! (as `kill -9` would), and with an in-memory disk that survives restarts.
 

@@ -1,5 +1,5 @@
 //! What operators see of a replica's durable state, shared by the admin gRPC
-//! service (`rpc::admin`) and the offline reader (`zkctl admin --data-dir`):
+//! service (`zabkeeper::ops::admin_grpc`) and the offline reader (`zkctl admin --data-dir`):
 //! log queries with filters and a byte budget ([`log`]), the protobuf form of
 //! transactions and snapshot nodes ([`convert`]), and read-only access to a
 //! stopped member's data directory ([`offline`]), and a member's data

@@ -1,5 +1,5 @@
 //! Changes and snapshots for the console, served by the admin API's own
-//! code (`rpc::admin`): the live stream of committed transactions (its
+//! code (`ops::admin_grpc`): the live stream of committed transactions (its
 //! Follow, as server-sent events), the log by zxid range, one entry with its
 //! ops, and the member's snapshots (list; take and download with the token).
 
