@@ -53,3 +53,36 @@ pub(super) fn kind(input: &Input) -> &'static str {
         Input::Disconnect { .. } => "a disconnect",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Config, Recovered};
+    use super::*;
+    use crate::ids::Zxid;
+
+    fn lone() -> Replica {
+        Replica::new(Config::new(1, vec![1], 100), Recovered::fresh(), 1_000_000)
+    }
+
+    #[test]
+    fn a_fresh_replica_holds_its_invariants() {
+        let replica = lone();
+        assert_eq!(replica.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_status_other_than_zabs_is_caught() {
+        let mut replica = lone();
+        replica.status.serving = !replica.zab.status().serving;
+        assert_eq!(replica.validate().expect_err("caught").what, "the replica reports the status Zab is in");
+    }
+
+    #[test]
+    fn a_tree_ahead_of_the_commit_point_is_caught() {
+        let mut replica = lone();
+        let mut state = crate::tree::TreeState::new();
+        state.set_last_zxid(Zxid::new(1, 3));
+        replica.tree = crate::tree::DataTree::from_state(state);
+        assert_eq!(replica.validate().expect_err("caught").what, "the tree holds only committed transactions");
+    }
+}

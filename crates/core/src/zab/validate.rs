@@ -146,6 +146,58 @@ mod tests {
     }
 
     #[test]
+    fn a_durable_point_past_the_log_is_caught() {
+        let mut zab = lone();
+        zab.durable_zxid = Zxid::new(1, 5);
+        assert_eq!(zab.validate().expect_err("caught").what, "only what the log holds is durable");
+    }
+
+    #[test]
+    fn an_append_in_flight_out_of_sequence_is_caught() {
+        let mut zab = lone();
+        zab.appends_in_flight.push_back((zab.durable_seq, Zxid::ZERO));
+        assert_eq!(
+            zab.validate().expect_err("caught").what,
+            "appends in flight are in sequence, after the durable one"
+        );
+    }
+
+    #[test]
+    fn an_append_in_flight_past_the_log_is_caught() {
+        let mut zab = lone();
+        let seq = zab.next_seq;
+        zab.next_seq += 1;
+        zab.appends_in_flight.push_back((seq, Zxid::new(1, 9)));
+        assert_eq!(zab.validate().expect_err("caught").what, "appends in flight are in log order, inside the log");
+    }
+
+    #[test]
+    fn a_message_waiting_for_an_operation_never_given_is_caught() {
+        let mut zab = lone();
+        let seq = zab.next_seq;
+        zab.deferred.push_back((seq, 2, crate::zab::Message::FollowerPing { epoch: 0, probe: 0 }));
+        assert_eq!(zab.validate().expect_err("caught").what, "messages wait only for operations storage was given");
+    }
+
+    #[test]
+    fn a_looking_member_that_serves_is_caught() {
+        // One of three starts looking.
+        let mut zab = Zab::new(Config::new(1, vec![1, 2, 3]), Durable::default());
+        assert_eq!(zab.validate(), Ok(()));
+        zab.status.serving = true;
+        assert_eq!(zab.validate().expect_err("caught").what, "a looking member does not serve");
+    }
+
+    #[test]
+    fn serving_in_an_epoch_not_current_is_caught() {
+        let mut zab = lone();
+        zab.status.serving = true;
+        zab.status.epoch = zab.current_epoch + 1;
+        zab.accepted_epoch = zab.accepted_epoch.max(zab.current_epoch);
+        assert_eq!(zab.validate().expect_err("caught").what, "a member serves in its currentEpoch");
+    }
+
+    #[test]
     fn a_status_that_disagrees_with_the_state_is_caught() {
         let mut zab = lone();
         zab.status.role = Role::Following;
