@@ -21,8 +21,10 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
         return format!("{name} is not executed because it is not in the whitelist.\n");
     }
     match Facts::gather(handle).await {
-        // Only mntr shows the disk: the others skip the walk of the data directory.
-        Some(facts) if word == FourLetterWord::Mntr => render(word, &facts.with_disk().await),
+        // Only mntr and dirs show the disk: the others skip the walk of the data directory.
+        Some(facts) if matches!(word, FourLetterWord::Mntr | FourLetterWord::Dirs) => {
+            render(word, &facts.with_disk().await)
+        }
         Some(facts) if matches!(word, FourLetterWord::Srst | FourLetterWord::Crst) => {
             serving_or(&facts, || reset(word, handle))
         }
@@ -65,6 +67,12 @@ pub fn render(word: FourLetterWord, facts: &Facts) -> String {
             out + &server_stats(facts)
         }),
         FourLetterWord::Mntr => mntr(facts),
+        // ZooKeeper's dataDir holds its snapshots, its dataLogDir the log;
+        // both are in one data directory here, told apart by what they are.
+        FourLetterWord::Dirs => serving_or(facts, || {
+            let disk = facts.disk.unwrap_or_default();
+            format!("datadir_size: {}\nlogdir_size: {}\n", disk.total() - disk.log, disk.log)
+        }),
         FourLetterWord::Conf => conf(facts),
         FourLetterWord::Cons => {
             let mut out = String::new();
@@ -227,6 +235,9 @@ mod tests {
         assert_eq!(render(FourLetterWord::Wchp, &f), "/a\n\t0x10\n/b\n\t0x10\n");
         assert_eq!(render(FourLetterWord::Wchc, &f), "0x10\n\t/a\n\t/b\n");
         assert!(render(FourLetterWord::Conf, &f).contains("tickTime=100\n"));
+        // The fixture's data directory: a 1 MiB log, 3 MiB of snapshots, sled's 4 KiB and 19 B else.
+        let dirs = render(FourLetterWord::Dirs, &f);
+        assert_eq!(dirs, format!("datadir_size: {}\nlogdir_size: {}\n", (3 << 20) + 4096 + 19, 1 << 20));
     }
 
     #[test]
@@ -234,6 +245,7 @@ mod tests {
         let mut f = leader();
         f.report.status.serving = false;
         assert_eq!(render(FourLetterWord::Srvr, &f), format!("{NOT_SERVING}\n"));
+        assert_eq!(render(FourLetterWord::Dirs, &f), format!("{NOT_SERVING}\n"));
         assert!(render(FourLetterWord::Mntr, &f).contains("zk_server_state\tlooking\n"));
     }
 }
