@@ -29,6 +29,7 @@ pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
             serving_or(&facts, || reset(word, handle))
         }
         Some(facts) => render(word, &facts),
+        None if word == FourLetterWord::Isro => "null".into(),
         None => format!("{NOT_SERVING}\n"),
     }
 }
@@ -56,6 +57,9 @@ pub fn answer_boxed(word: FourLetterWord, handle: Handle) -> BoxFuture<'static, 
 pub fn render(word: FourLetterWord, facts: &Facts) -> String {
     match word {
         FourLetterWord::Ruok => "imok".into(),
+        // As ZooKeeper's: "null" where no server runs (a member without a
+        // quorum serves nothing here), never "rw" on a member that does not serve.
+        FourLetterWord::Isro if !facts.serving() => "null".into(),
         FourLetterWord::Isro => "rw".into(),
         FourLetterWord::Srvr => serving_or(facts, || version_line() + &server_stats(facts)),
         FourLetterWord::Stat => serving_or(facts, || {
@@ -246,6 +250,9 @@ mod tests {
         f.report.status.serving = false;
         assert_eq!(render(FourLetterWord::Srvr, &f), format!("{NOT_SERVING}\n"));
         assert_eq!(render(FourLetterWord::Dirs, &f), format!("{NOT_SERVING}\n"));
+        assert_eq!(render(FourLetterWord::Isro, &f), "null", "never rw on a member that does not serve");
         assert!(render(FourLetterWord::Mntr, &f).contains("zk_server_state\tlooking\n"));
+        f.report.status.serving = true;
+        assert_eq!(render(FourLetterWord::Isro, &f), "rw");
     }
 }
