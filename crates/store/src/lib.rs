@@ -22,6 +22,11 @@
 //! flush writes it, and `durable` fsyncs what sled only wrote); batches and
 //! transactions take a database-wide write lock (plain inserts do not); and
 //! a dropped handle releases its file lock only shortly after the drop.
+//!
+//! This file is the layout and the [`Storage`] operations over it; which
+//! store a directory holds is checked in `format_check`, what recovery reads
+//! is `recovery_source`, and the ways around sled's own faults are in
+//! `sled_quirks`.
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -45,7 +50,10 @@ pub mod clock;
 #[cfg(test)]
 mod conformance;
 mod durable;
+mod format_check;
+mod recovery_source;
 mod runs;
+mod sled_quirks;
 mod snapshots;
 #[cfg(test)]
 mod tear;
@@ -55,6 +63,7 @@ mod usage;
 #[cfg(test)]
 mod replay_props;
 
+use sled_quirks::{guarded, open_retrying, ordered, panic_reason, reclaim_deferred_frees, stored_segment_size};
 pub use snapshots::snapshot_dir_name;
 use snapshots::Snapshots;
 pub(crate) use snapshots::SNAPSHOT_DIR;
@@ -94,10 +103,6 @@ const FORMAT_V1: &[u8] = b"zabkeeper-storage/1";
 /// The second format (snapshots in the log's database), which this build
 /// upgrades in place by moving them out.
 pub(crate) const FORMAT_V2: &[u8] = b"zabkeeper-storage/2";
-/// Snapshot chunks read ahead of their decoding at recovery (64 KiB each).
-const DECODE_AHEAD: usize = 16;
-/// How long open waits for a just-dropped handle to release the file lock.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// The name sled gives its default tree.
 const DEFAULT_TREE: &[u8] = b"__sled__default";
 /// A file beside sled's own, written once the store exists.
@@ -111,8 +116,6 @@ const CACHE_BYTES: u64 = 8 << 20;
 /// Larger segments let larger leaf pages stay inline (see
 /// [`runs::run_bytes`]): runs of up to ~26 KiB here against ~6 KiB.
 const LOG_SEGMENT_BYTES: usize = 2 << 20;
-/// sled's default segment size, which every store before format 4 has.
-const SLED_DEFAULT_SEGMENT_BYTES: usize = 512 << 10;
 
 /// How large a snapshot chunk is made. Each chunk is stored alone in a tree
 /// of its snapshot's database, where sled 0.34 writes a value over about
@@ -275,107 +278,6 @@ impl SledStorage {
         &self.path
     }
 
-    /// Checks the format marker, and that a store known to exist (its
-    /// sidecar file says so) still has its contents: sled 0.34 treats an
-    /// unreadable log as the end of the log, so a destroyed database would
-    /// otherwise open as an empty one. Upgrades a store of an older format.
-    /// Returns whether the store's snapshot database must already exist.
-    fn check_format(&self, has_sidecar: bool) -> Result<bool, StorageError> {
-        let sidecar = self.path.join(SIDECAR);
-        let mut sidecar_current = false;
-        if has_sidecar {
-            let found = std::fs::read(&sidecar).map_err(fs_io("open: reading the marker file"))?;
-            if ![FORMAT, FORMAT_V1, FORMAT_V2, FORMAT_V3].contains(&found.as_slice()) {
-                return Err(StorageError::NotAStore {
-                    path: self.path.display().to_string(),
-                    reason: format!(
-                        "unknown marker file content {:?}: this build writes {:?} and upgrades formats 1 to 3",
-                        String::from_utf8_lossy(&found),
-                        String::from_utf8_lossy(FORMAT)
-                    ),
-                });
-            }
-            sidecar_current = found == FORMAT;
-        }
-        let snapshots_exist = match self.meta.get(FORMAT_KEY).map_err(io("open: reading the format"))? {
-            Some(found) if found.as_ref() == FORMAT => true,
-            Some(found) if found.as_ref() == FORMAT_V3 => {
-                // As below: the snapshots move before the store says format 4.
-                if self.path.join(SNAPSHOT_DIR).join("conf").is_file() {
-                    self.split_one_database()?;
-                }
-                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
-                self.flush_durably("open: flushing the format")?;
-                tracing::info!(path = %self.path.display(), "storage upgraded to format 4 (a database per snapshot)");
-                true
-            }
-            Some(found) if found.as_ref() == FORMAT_V1 || found.as_ref() == FORMAT_V2 => {
-                // Snapshots move first; then the store is marked as the new
-                // format before anything else is written in it, so an older
-                // build refuses it instead of misreading runs or missing
-                // snapshots.
-                self.move_snapshots_out()?;
-                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: upgrading the format"))?;
-                self.flush_durably("open: flushing the format")?;
-                tracing::info!(path = %self.path.display(), "storage upgraded to format 4 (a database per snapshot)");
-                false
-            }
-            Some(found) => {
-                return Err(StorageError::NotAStore {
-                    path: self.path.display().to_string(),
-                    reason: format!(
-                        "unknown format marker {:?}: this build writes {:?} and upgrades formats 1 to 3",
-                        String::from_utf8_lossy(&found),
-                        String::from_utf8_lossy(FORMAT)
-                    ),
-                })
-            }
-            None if has_sidecar => {
-                return Err(StorageError::Damaged {
-                    during: "open",
-                    reason: "the database has lost its contents (format key missing, marker file present)".into(),
-                })
-            }
-            None => {
-                let ours = [LOG_TREE, META_TREE, LARGE_RUN_TREE, CHUNK_TREE, INDEX_TREE];
-                let foreign = self.db.tree_names().into_iter().find(|name| {
-                    name.as_ref() != DEFAULT_TREE && !ours.iter().any(|ours| name.as_ref() == ours.as_bytes())
-                });
-                if let Some(name) = foreign {
-                    return Err(StorageError::NotAStore {
-                        path: self.path.display().to_string(),
-                        reason: format!("it holds a foreign tree {:?}", String::from_utf8_lossy(&name)),
-                    });
-                }
-                if !self.db.is_empty() {
-                    return Err(StorageError::NotAStore {
-                        path: self.path.display().to_string(),
-                        reason: "it holds data in sled's default tree".into(),
-                    });
-                }
-                let holds_data = [&self.log, &self.meta].iter().any(|t| !t.is_empty())
-                    || [CHUNK_TREE, INDEX_TREE]
-                        .iter()
-                        .any(|name| self.holds_tree(name) && self.db.open_tree(name).is_ok_and(|t| !t.is_empty()));
-                if holds_data {
-                    return Err(StorageError::CorruptMeta {
-                        key: FORMAT_KEY,
-                        reason: "missing, yet the store holds data".into(),
-                    });
-                }
-                self.meta.insert(FORMAT_KEY, FORMAT).map_err(io("open: writing the format"))?;
-                self.flush_durably("open: flushing the format")?;
-                false
-            }
-        };
-        if !sidecar_current {
-            // Written only once the format key is durable, so a sidecar
-            // always means "this database held a store".
-            durable::write_durably(&sidecar, FORMAT).map_err(fs_io("open: writing the marker file"))?;
-        }
-        Ok(snapshots_exist)
-    }
-
     fn read_epoch(&self, key: &'static str) -> Result<Epoch, StorageError> {
         let Some(value) = self.meta.get(key).map_err(io("reading an epoch"))? else {
             return Ok(0);
@@ -420,83 +322,6 @@ impl SledStorage {
         self.meta.insert(key, &epoch.to_be_bytes()).map_err(io("writing an epoch"))?;
         Ok(())
     }
-}
-
-impl Source for SledStorage {
-    fn epochs(&self) -> Result<(Epoch, Epoch), StorageError> {
-        Ok((self.read_epoch(ACCEPTED_EPOCH)?, self.read_epoch(CURRENT_EPOCH)?))
-    }
-
-    fn snapshot_zxids(&self) -> Result<Vec<Zxid>, StorageError> {
-        Ok(self.snapshot_zxid_list())
-    }
-
-    /// Reads chunks out of sled on this thread while another decodes them:
-    /// at 1 M znodes each takes ~0.3-0.45 s, most of a restart, and
-    /// overlapped a restart waits for the longer one only.
-    fn load_snapshot(&self, zxid: Zxid) -> Result<TreeState, StorageError> {
-        let corrupt = |source| StorageError::CorruptSnapshot { zxid, source };
-        std::thread::scope(|scope| {
-            let (chunks, decoded) = std::sync::mpsc::sync_channel::<IVec>(DECODE_AHEAD);
-            let spawned =
-                std::thread::Builder::new().name("snapshot-decode".into()).spawn_scoped(scope, move || decode(decoded));
-            let Ok(decoder) = spawned else {
-                // No thread to spare: decode here, one chunk after the other.
-                let mut reader = Reader::new();
-                self.read_snapshot(zxid, &mut |chunk| reader.feed(&chunk).map_err(corrupt))?;
-                return reader.finish().map_err(corrupt);
-            };
-            let read = self.read_snapshot(zxid, &mut |chunk| {
-                chunks.send(chunk).map_err(|_| StorageError::Invalid("the snapshot's decoder stopped".into()))
-            });
-            drop(chunks);
-            let decoded = decoder.join().map_err(|payload| StorageError::Damaged {
-                during: "decoding a snapshot",
-                reason: panic_reason(payload.as_ref()),
-            })?;
-            match (read, decoded) {
-                // A chunk the decoder refused is the finding, whatever the
-                // reading met after it: recovery may then fall back on an
-                // older snapshot, as it may for any snapshot fault.
-                (_, Err(Decoded::BadChunk(e))) => Err(corrupt(e)),
-                (Err(e), _) => Err(e),
-                (Ok(()), Ok(state)) => Ok(state),
-                (Ok(()), Err(Decoded::BadEnd(e))) => Err(corrupt(e)),
-            }
-        })
-    }
-
-    fn log_after(&self, zxid: Zxid) -> Result<Vec<Entry>, StorageError> {
-        match zxid.0.checked_add(1) {
-            Some(next) => {
-                let mut out = Vec::new();
-                self.scan_runs(Scan::From(Zxid(next)), &mut |entry| {
-                    out.push(entry);
-                    true
-                })?;
-                Ok(out)
-            }
-            None => Ok(Vec::new()),
-        }
-    }
-}
-
-/// Where decoding a snapshot failed.
-enum Decoded {
-    /// At a chunk: the decoder stopped there, and so did the reading.
-    BadChunk(SnapshotError),
-    /// At the end: the chunks were read whole but do not finish a snapshot.
-    BadEnd(SnapshotError),
-}
-
-/// Decodes snapshot chunks as they arrive, until the sender hangs up.
-fn decode(chunks: std::sync::mpsc::Receiver<IVec>) -> Result<TreeState, Decoded> {
-    let mut reader = Reader::new();
-    for chunk in chunks {
-        // Returning drops the receiver, which stops the reading.
-        reader.feed(&chunk).map_err(Decoded::BadChunk)?;
-    }
-    reader.finish().map_err(Decoded::BadEnd)
 }
 
 /// One write to sled: a run of adjacent appends, or another operation.
@@ -579,315 +404,5 @@ impl Storage for SledStorage {
     }
 }
 
-/// Runs `f`, turning a panic inside sled into an error.
-///
-/// sled 0.34 asserts on some damaged on-disk structures instead of returning
-/// an error; a damaged directory must be reported, not crash the process.
-/// The failed handle is dropped with the closure and never used again.
-fn guarded<T>(during: &'static str, f: impl FnOnce() -> Result<T, StorageError>) -> Result<T, StorageError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(result) => result,
-        Err(payload) => Err(StorageError::Damaged { during, reason: panic_reason(payload.as_ref()) }),
-    }
-}
-
-/// What a caught panic said.
-fn panic_reason(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic without a message".into())
-}
-
-/// Rounds of [`reclaim_deferred_frees`]: each frees up to eight of the
-/// collector's bags (~60 frees each), so this covers ~2 M frees, more than
-/// a purge of 100 000 log entries and two 1 M-znode snapshots leaves (the
-/// whole drain measured at most 14 ms).
-const RECLAIM_ROUNDS: usize = 4096;
-
-/// Runs now the frees sled deferred while removing data in bulk.
-///
-/// sled frees what a write replaced through crossbeam-epoch, whose collector
-/// frees a few bags of garbage every 128 pins. A purge removes far more
-/// than that, and the rest waited for later sled calls: after loading 1 M
-/// znodes, the member that purged last held ~43 B per znode of garbage
-/// (322 B of heap per znode against 279 B) until the next writes arrived,
-/// which an idle ensemble may not send for a long time. Each round here
-/// moves this thread's deferred frees to the collector and collects; it is
-/// called off the write path: after a purge (on the snapshot thread), and
-/// when the storage worker has been idle for a second (what the last writes
-/// replaced; a snapshot installed by a sync). With nothing to free it takes
-/// ~85 µs.
-/// `crossbeam-epoch` resolves to the very crate sled uses (one 0.9 in the build).
-fn reclaim_deferred_frees() {
-    for _ in 0..RECLAIM_ROUNDS {
-        crossbeam_epoch::pin().flush();
-    }
-}
-
-/// Opens sled, waiting a little while its file lock is still held.
-///
-/// sled 0.34 releases a dropped database's lock only when its background
-/// I/O threads let go of the file, shortly after the drop; a restart inside
-/// one process (tests, the simulation) would otherwise fail at once. A lock
-/// held by a live owner still fails, after [`LOCK_WAIT`].
-///
-/// An open that failed after sled took the lock (it takes it before reading
-/// anything) is tried once more without the checkpoints sled left
-/// unfinished, if there were any. Only then: a live owner, such as a
-/// handle of this process still closing, may be writing one.
-pub(crate) fn open_retrying(config: &sled::Config) -> Result<sled::Db, StorageError> {
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    let mut cleaned = false;
-    loop {
-        match config.open() {
-            Ok(db) => return Ok(db),
-            Err(sled::Error::Io(e)) if e.to_string().contains("could not acquire lock") => {
-                if std::time::Instant::now() >= deadline {
-                    return Err(StorageError::Io { during: "open", source: e.into() });
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(source) => {
-                let removed = if cleaned {
-                    0
-                } else {
-                    remove_torn_page_table_checkpoints(&config.get_path())
-                        .map_err(fs_io("open: removing a torn checkpoint of sled's page table"))?
-                };
-                if removed == 0 {
-                    return Err(StorageError::Io { during: "open", source: source.into() });
-                }
-                cleaned = true;
-            }
-        }
-    }
-}
-
-/// Removes the `snap.*.generating` files in a sled database's directory.
-///
-/// sled 0.34 checkpoints its page table into `snap.<lsn>.generating`, then
-/// renames it `snap.<lsn>`; it writes one at every close (the snapshot
-/// database closes after each use). Killed before the rename, it leaves the
-/// `.generating` file, and the next open takes it as the newest checkpoint
-/// (the names sort after the finished one's) and fails: an empty or partial
-/// one as `Corruption`. A checkpoint is only where recovery starts reading
-/// the data file; sled goes on from the previous finished one (or from the
-/// start) without it, so an unfinished one is dropped, never used. Returns
-/// how many it removed.
-fn remove_torn_page_table_checkpoints(dir: &Path) -> std::io::Result<usize> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        // A database not created yet has nothing to clean.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e),
-    };
-    let mut removed = 0;
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("snap.") && name.ends_with(".generating") {
-            tracing::warn!(file = %entry.path().display(), "removing an unfinished checkpoint sled left when it was stopped");
-            std::fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    Ok(removed)
-}
-
-/// The segment size sled recorded when it created the database in `dir`
-/// (its `conf` file: text lines, then a checksum), None when there is none.
-/// sled refuses to open a database with any other. A `conf` that does not
-/// say, or is damaged, reads as sled's default, which sled then checks.
-pub(crate) fn stored_segment_size(dir: &Path) -> Option<usize> {
-    let conf = std::fs::read(dir.join("conf")).ok()?;
-    let said = String::from_utf8_lossy(&conf)
-        .lines()
-        .find_map(|line| line.strip_prefix("segment_size: ").and_then(|n| n.trim().parse().ok()));
-    Some(said.unwrap_or(SLED_DEFAULT_SEGMENT_BYTES))
-}
-
-/// A sled scan that checks keys strictly increase: sled 0.34 can revisit
-/// the same keys forever when its tree pages are damaged.
-struct Ordered<I> {
-    inner: I,
-    tree: &'static str,
-    during: &'static str,
-    prev: Option<IVec>,
-    failed: bool,
-}
-
-fn ordered<I>(tree: &'static str, during: &'static str, inner: I) -> Ordered<I> {
-    Ordered { inner, tree, during, prev: None, failed: false }
-}
-
-impl<I: Iterator<Item = sled::Result<(IVec, IVec)>>> Iterator for Ordered<I> {
-    type Item = Result<(IVec, IVec), StorageError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        let item = match self.inner.next()? {
-            Ok(item) => item,
-            Err(source) => {
-                self.failed = true;
-                return Some(Err(StorageError::Io { during: self.during, source: source.into() }));
-            }
-        };
-        if self.prev.as_ref().is_some_and(|prev| *prev >= item.0) {
-            self.failed = true;
-            return Some(Err(StorageError::CorruptKey {
-                tree: self.tree,
-                key: hex(&item.0),
-                reason: "keys out of order: the tree's pages are damaged".into(),
-            }));
-        }
-        self.prev = Some(item.0.clone());
-        Some(Ok(item))
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use zabkeeper_core::ids::SessionId;
-    use zabkeeper_core::txn::{Txn, TxnBody};
-
-    fn entry(counter: u32) -> Entry {
-        let txn = Txn {
-            session: SessionId(1),
-            cxid: counter as i32,
-            time_ms: 0,
-            body: TxnBody::Error(zabkeeper_core::error::ErrorCode::Ok),
-        };
-        Entry { zxid: Zxid::new(1, counter), txn: Arc::new(txn) }
-    }
-
-    fn zxids(step: &Step<'_>) -> Vec<Zxid> {
-        match step {
-            Step::Append(entries) => entries.iter().map(|e| e.zxid).collect(),
-            Step::Other(_) => Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_corrupt_chunk_early_in_a_long_snapshot_is_reported_as_what_the_decoder_found() {
-        // The decoder runs beside the reader and stops it at the first bad
-        // chunk: the error must be the snapshot's fault (so recovery may
-        // fall back on an older one), not the reader's being stopped.
-        use zabkeeper_core::tree::snapshot::{self, SnapshotError};
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = SledStorage::open(dir.path().join("store")).expect("open a fresh store");
-        let mut tree = zabkeeper_core::tree::DataTree::new();
-        for i in 1..=400u32 {
-            let body = TxnBody::Create {
-                path: format!("/node-{i:06}"),
-                data: zabkeeper_core::data::Data::from(Bytes::from(vec![7u8; 100])),
-                acl: zabkeeper_core::acl::Acl::open_unsafe(),
-                ephemeral_owner: 0,
-                parent_cversion: i as i32,
-            };
-            tree.apply(Zxid::new(1, i), &Txn { session: SessionId(1), cxid: i as i32, time_ms: 0, body });
-        }
-        let zxid = Zxid::new(1, 400);
-        let mut chunks = snapshot::Chunks::new(tree.state(), 512);
-        let meta = store.save_snapshot_from(zxid, &mut chunks).expect("save the snapshot");
-        assert!(meta.chunks as usize > 2 * DECODE_AHEAD, "more chunks than are read ahead: {}", meta.chunks);
-        {
-            let db = open_retrying(
-                &sled::Config::new().path(dir.path().join("store").join(SNAPSHOT_DIR).join(snapshot_dir_name(zxid))),
-            )
-            .expect("open the snapshot's database");
-            let chunk = db.open_tree(chunk_tree(1)).expect("chunk 1's tree");
-            let mut bytes = chunk.get(CHUNK_KEY).expect("read").expect("chunk 1 is there").to_vec();
-            // A chunk ends with a whole record: its last byte is one the
-            // record's checksum covers, so the decoder fails right there.
-            let last = bytes.len() - 1;
-            bytes[last] ^= 0x5a;
-            chunk.insert(CHUNK_KEY, bytes).expect("damage chunk 1");
-            db.flush().expect("flush");
-        }
-        match store.load_snapshot(zxid) {
-            Err(e @ StorageError::CorruptSnapshot { source: SnapshotError::Corrupt { .. }, .. }) => {
-                assert!(e.is_snapshot_fault())
-            }
-            other => panic!("expected the decoder's finding, got {:?}", other.map(|s| s.node_count())),
-        }
-    }
-
-    #[test]
-    fn an_open_refused_by_a_live_owner_leaves_the_checkpoint_it_may_be_writing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let config = sled::Config::new().path(dir.path());
-        let owner = open_retrying(&config).expect("the live owner");
-        // The owner, closing, could be writing this one right now.
-        let generating = dir.path().join("snap.00000000FFFFFFFF.generating");
-        std::fs::write(&generating, b"").expect("a checkpoint being written");
-        assert!(open_retrying(&config).is_err(), "the owner holds the lock");
-        assert!(generating.exists(), "a live owner's checkpoint is not removed");
-        drop(owner);
-    }
-
-    #[test]
-    fn a_checkpoint_sled_did_not_finish_does_not_stop_the_store_from_opening() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = SledStorage::open(dir.path()).expect("create");
-        store.apply(&[StorageOp::Append(vec![entry(1), entry(2)])]).expect("append");
-        store.flush().expect("flush");
-        let (chunks, _) =
-            zabkeeper_core::tree::snapshot::to_chunks(&zabkeeper_core::tree::DataTree::new().snapshot(), 1024);
-        store.save_snapshot(Zxid::new(1, 2), &chunks).expect("snapshot");
-        drop(store);
-        // What a kill -9 leaves while sled writes a checkpoint, in both databases.
-        let snapshot_db = dir.path().join(SNAPSHOT_DIR).join(snapshot_dir_name(Zxid::new(1, 2)));
-        for db in [dir.path().to_path_buf(), snapshot_db.clone()] {
-            std::fs::write(db.join("snap.00000000FFFFFFFF.generating"), b"").expect("a torn checkpoint");
-        }
-        let store = SledStorage::open(dir.path()).expect("opens past the torn checkpoints");
-        assert_eq!(store.recover().expect("recovers").last_zxid(), Zxid::new(1, 2));
-        let snapshots: Vec<Zxid> = store.snapshots().expect("snapshots listed").iter().map(|m| m.zxid).collect();
-        assert_eq!(snapshots, vec![Zxid::new(1, 2)]);
-        store.read_chunk(Zxid::new(1, 2), 0).expect("the snapshot database opens and reads");
-        assert!(!dir.path().join("snap.00000000FFFFFFFF.generating").exists());
-        assert!(!snapshot_db.join("snap.00000000FFFFFFFF.generating").exists());
-    }
-
-    #[test]
-    fn a_reclaim_runs_the_frees_deferred_before_it() {
-        // What sled defers goes to the same collector as this.
-        let freed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        {
-            let flag = std::sync::Arc::clone(&freed);
-            let guard = crossbeam_epoch::pin();
-            guard.defer(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-        }
-        // Other tests' threads may hold the epoch back for a moment.
-        for _ in 0..100 {
-            reclaim_deferred_frees();
-            if freed.load(std::sync::atomic::Ordering::SeqCst) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("a deferred free still waits after 100 reclaims");
-    }
-
-    #[test]
-    fn adjacent_appends_merge_and_other_operations_keep_their_place() {
-        let ops = vec![
-            StorageOp::Append(vec![entry(1)]),
-            StorageOp::Append(vec![entry(2), entry(3)]),
-            StorageOp::SetCurrentEpoch(1),
-            StorageOp::Append(vec![entry(4)]),
-            StorageOp::Append(vec![entry(5)]),
-        ];
-        let merged = steps(&ops);
-        assert_eq!(merged.len(), 3);
-        assert_eq!(zxids(&merged[0]), (1..=3).map(|c| Zxid::new(1, c)).collect::<Vec<_>>());
-        assert!(matches!(merged[1], Step::Other(StorageOp::SetCurrentEpoch(1))));
-        assert_eq!(zxids(&merged[2]), (4..=5).map(|c| Zxid::new(1, c)).collect::<Vec<_>>());
-    }
-}
+mod tests;

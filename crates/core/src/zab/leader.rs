@@ -16,28 +16,19 @@
 //! Broadcast: a proposal is committed once a quorum holds it durably, in zxid
 //! order; commits are cumulative, so one COMMIT covers many proposals.
 //!
-//! Leadership probes: a leader paused past syncLimit (SIGSTOP, a stalled VM)
-//! still believes it leads when it resumes, while the others may have
-//! elected a leader and committed writes. Before it answers a sync it asks
-//! for proof: a probe number in a PING, echoed by the followers. Once a
-//! quorum (itself included) has echoed a probe sent after the sync arrived,
-//! no later epoch can have committed anything before it (a member that
-//! accepted a later epoch never answers this one), so its log holds every
-//! committed write. ZooKeeper answers a sync without this (ZOOKEEPER-1675).
-//!
-//! A probe needs no PING of its own when the leader sends the follower a
-//! REPLY (application traffic) in the turn that asked for it: it rides on
-//! that REPLY, which leaves after the question arrived, and the follower's
-//! echo rides on the next REQUEST it sends in its own turn. A follower gets
-//! a PING for a new probe only when no REPLY carries it and it owes no echo
-//! of an earlier one (its echo comes first, and the next turn's messages
-//! carry the new probe); the heartbeat carries the newest probe too, so a
-//! lost one is sent again. See [`Zab::end_turn`].
+//! The leader's two other duties have files of their own: the probes that
+//! prove it still leads before it answers a sync (`leadership_probes`), and
+//! handing the lead to another member (`leadership_transfer`).
+
+mod leadership_probes;
+mod leadership_transfer;
 
 use super::log::{plan_sync, SyncPlan};
 use super::message::LogSummary;
 use super::{proposals, Action, Io, Message, Role, State, Status, Zab};
 use crate::ids::{Epoch, ServerId, Zxid};
+use leadership_transfer::Transfer;
+pub use leadership_transfer::TransferError;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,30 +99,6 @@ pub(super) struct Leader {
     transfer: Option<Transfer>,
 }
 
-/// Leadership being handed to `to`, abandoned at `deadline` (in ticks).
-#[derive(Clone, Copy, Debug)]
-struct Transfer {
-    to: ServerId,
-    deadline: u64,
-}
-
-/// Why a leadership transfer cannot start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TransferError {
-    /// Only an established leader can hand leadership over.
-    #[error("this member is not the established leader")]
-    NotLeader,
-    /// The member named is this leader itself.
-    #[error("member {0} already leads")]
-    AlreadyLeads(ServerId),
-    /// The member named is not a voting follower this leader has synced.
-    #[error("member {0} is not a synced voting follower of this leader")]
-    NotSynced(ServerId),
-    /// No follower is synced, so none could take over.
-    #[error("no follower is synced to take over")]
-    NoFollower,
-}
-
 impl Leader {
     pub(super) fn new(now: u64) -> Leader {
         Leader {
@@ -155,11 +122,6 @@ impl Leader {
         self.phase == Phase::Broadcast
     }
 
-    /// The member leadership is being handed to, if any.
-    pub(super) fn transferring_to(&self) -> Option<ServerId> {
-        self.transfer.map(|t| t.to)
-    }
-
     pub(super) fn is_tracking(&self, id: ServerId) -> bool {
         self.followers.contains_key(&id)
     }
@@ -181,20 +143,6 @@ impl Leader {
     /// Followers that receive proposals: those being synced and those synced.
     pub(super) fn broadcast_targets(&self) -> Vec<ServerId> {
         self.followers.iter().filter(|(_, t)| t.gets_proposals()).map(|(id, _)| *id).collect()
-    }
-
-    /// Whether a follower that gets our proposals has not been sent the
-    /// newest probe asked for.
-    pub(super) fn probe_due(&self) -> bool {
-        self.followers.values().any(|t| t.gets_proposals() && t.probed < self.probe_wanted)
-    }
-
-    /// Records that `probe` went to follower `to`, in a PING or on a REPLY.
-    fn probe_sent_to(&mut self, to: ServerId, probe: u64) {
-        if let Some(t) = self.followers.get_mut(&to) {
-            t.probed = t.probed.max(probe);
-        }
-        self.probe_sent = self.probe_sent.max(probe);
     }
 
     pub(super) fn drop_follower(&mut self, id: ServerId) {
@@ -305,64 +253,6 @@ impl Zab {
         self.reconfiguration_on_commit();
     }
 
-    /// Leader: starts handing leadership to `to`, or to the most caught-up
-    /// synced follower. New proposals wait (see [`Zab::next_zxid`]); once the
-    /// target holds everything this leader logged and all of it is committed,
-    /// the leader tells its followers to look for a leader and nominates the
-    /// target, which the election then picks without waiting for a timeout.
-    /// Abandoned (proposals resume) if that does not happen within initLimit.
-    /// A second call retargets the transfer.
-    pub fn transfer_leadership(&mut self, to: Option<ServerId>) -> Result<ServerId, TransferError> {
-        let (id, now, init_limit) = (self.config.id, self.now, self.config.init_limit_ticks);
-        // The target must vote once any reconfiguration under way is done.
-        let current = self.log.configuration().current();
-        let State::Leading(l) = &mut self.state else { return Err(TransferError::NotLeader) };
-        if !l.is_established() {
-            return Err(TransferError::NotLeader);
-        }
-        let synced = |f: ServerId, t: &Tracked| current.is_voter(f) && t.stage == Stage::Synced;
-        let target = match to {
-            Some(to) if to == id => return Err(TransferError::AlreadyLeads(id)),
-            Some(to) if l.followers.get(&to).is_some_and(|t| synced(to, t)) => to,
-            Some(to) => return Err(TransferError::NotSynced(to)),
-            None => l
-                .followers
-                .iter()
-                .filter(|(f, t)| synced(**f, t))
-                .max_by_key(|(id, t)| (t.acked, **id))
-                .map(|(id, _)| *id)
-                .ok_or(TransferError::NoFollower)?,
-        };
-        l.transfer = Some(Transfer { to: target, deadline: now + init_limit });
-        tracing::info!(id, epoch = l.epoch, to = target, "handing leadership over");
-        self.check_transfer();
-        Ok(target)
-    }
-
-    /// Completes or abandons a transfer under way.
-    fn check_transfer(&mut self) {
-        let State::Leading(Leader { transfer: Some(_), .. }) = &self.state else { return };
-        let (last, committed, now) = (self.log.last_zxid(), self.committed, self.now);
-        let Some(l) = self.leader() else { return };
-        let Some(transfer) = l.transfer else { return };
-        let target = l.followers.get(&transfer.to).filter(|t| t.stage == Stage::Synced);
-        let caught_up = target.is_some_and(|t| t.acked >= last) && committed >= last;
-        if caught_up {
-            let epoch = l.epoch;
-            for to in l.broadcast_targets() {
-                self.send(to, Message::StepDown { epoch, to: transfer.to });
-            }
-            self.become_looking_nominating(transfer.to, "handed leadership over");
-        } else if target.is_none() || now > transfer.deadline {
-            l.transfer = None;
-            tracing::warn!(
-                epoch = l.epoch,
-                to = transfer.to,
-                "leadership transfer abandoned: the target did not catch up"
-            );
-        }
-    }
-
     fn ping_followers(&mut self, committed: Zxid) {
         let Some(l) = self.leader() else { return };
         let epoch = l.epoch;
@@ -385,89 +275,9 @@ impl Zab {
         }
     }
 
-    /// Leader: asks the followers to confirm this peer still leads. Returns
-    /// the probe to wait for: [`Action::LeadershipConfirmed`] names it (or a
-    /// later one) once a quorum echoed it. Probes asked for between two
-    /// [`Zab::take_actions`] share one PING. None unless this peer is an established leader.
-    pub fn confirm_leadership(&mut self) -> Option<u64> {
-        let l = self.leader().filter(|l| l.is_established())?;
-        // A question must wait for a probe sent after it arrived, and one not
-        // yet confirmed: a leader that is a quorum alone confirms its probes
-        // as it asks, and sends them to no one.
-        if l.probe_wanted == l.probe_sent || l.probe_wanted <= l.probe_confirmed {
-            l.probe_wanted += 1;
-        }
-        let probe = l.probe_wanted;
-        self.check_probes();
-        Some(probe)
-    }
-
     /// Whether this peer leads, established (in broadcast).
     pub fn is_established_leader(&self) -> bool {
         matches!(&self.state, State::Leading(l) if l.is_established())
-    }
-
-    /// Leader: whether this established leader and its synced follower
-    /// `follower` are by themselves a quorum of the configuration in force
-    /// (two of three voters). A message of this epoch from that follower then
-    /// proves what a probe's echo does: when it was sent, no later epoch could
-    /// have committed anything, for its quorum would need one of the two.
-    pub fn is_quorum_with(&self, follower: ServerId) -> bool {
-        let id = self.config.id;
-        let State::Leading(l) = &self.state else { return false };
-        l.is_established() && l.is_synced(follower) && self.log.configuration().is_quorum(|m| m == id || m == follower)
-    }
-
-    /// End of the host's turn: the newest probe asked for goes to each
-    /// follower on the last REPLY this turn sends it (it leaves after every
-    /// question of the turn arrived), or else in a PING of its own, unless
-    /// an earlier probe to it is still unechoed: its echo comes first, and the
-    /// next turn's messages carry the new one. So under load the probes ride
-    /// on the replies the followers' read-index rounds get, and cost no
-    /// message of their own.
-    pub(super) fn end_turn_probes(&mut self, sends: &mut [(ServerId, &mut Message)]) {
-        let committed = self.committed;
-        let Some(l) = self.leader().filter(|l| l.probe_due()) else { return };
-        let (epoch, wanted) = (l.epoch, l.probe_wanted);
-        for (to, msg) in sends.iter_mut().rev() {
-            if l.followers.get(to).is_none_or(|t| t.probed >= wanted) || msg.epoch() != Some(epoch) {
-                continue;
-            }
-            if let Some(probe) = msg.probe_mut() {
-                *probe = wanted;
-                l.probe_sent_to(*to, wanted);
-            }
-        }
-        let pings: Vec<ServerId> = l
-            .followers
-            .iter()
-            .filter(|(_, t)| t.gets_proposals() && t.probed < wanted && t.echoed >= t.probed)
-            .map(|(id, _)| *id)
-            .collect();
-        for &to in &pings {
-            l.probe_sent_to(to, wanted);
-        }
-        for to in pings {
-            self.send(to, Message::Ping { epoch, committed, probe: wanted });
-        }
-    }
-
-    /// Confirms the newest probe that a quorum has echoed, the leader's own
-    /// echo being every probe it asked for.
-    fn check_probes(&mut self) {
-        let id = self.config.id;
-        let conf = self.log.configuration();
-        let State::Leading(l) = &mut self.state else { return };
-        let echo = |f: ServerId| match l.followers.get(&f) {
-            _ if f == id => Some(l.probe_wanted),
-            Some(t) if t.stage == Stage::Synced => Some(t.echoed),
-            _ => None,
-        };
-        let Some(confirmed) = conf.quorum_point(echo) else { return };
-        if confirmed > l.probe_confirmed {
-            l.probe_confirmed = confirmed;
-            self.outbox.push(Action::LeadershipConfirmed { probe: confirmed });
-        }
     }
 
     pub(super) fn leader_on_message(&mut self, from: ServerId, msg: Message) {

@@ -312,6 +312,28 @@ impl Message {
     }
 }
 
+/// `entries` as PROPOSAL messages of at most `batch` entries each, each
+/// naming the zxid before its first entry (`prev` for the first). A loaded
+/// tree travels alone: it alone may take most of a peer message.
+pub fn proposals(epoch: Epoch, mut prev: Zxid, entries: &[Entry], batch: usize) -> Vec<Message> {
+    let alone = |e: &Entry| e.txn.body.loaded_epoch().is_some();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < entries.len() {
+        let end = if alone(&entries[start]) {
+            start + 1
+        } else {
+            let limit = (start + batch.max(1)).min(entries.len());
+            entries[start..limit].iter().position(alone).map_or(limit, |at| start + at)
+        };
+        let chunk = &entries[start..end];
+        out.push(Message::Proposal { epoch, prev, entries: chunk.to_vec() });
+        prev = chunk.last().map_or(prev, |e| e.zxid);
+        start = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,51 +1,11 @@
-//! What Zab asks storage to make durable, and what it recovers from it. The
-//! core owns this vocabulary; `storage` implements it on sled and in memory.
+//! Durability on the peer: no promise (ACKEPOCH, an ACK, a leader's own
+//! LEADERINFO) leaves before the storage operation it vouches for is durable,
+//! which is what lets a member crash and come back without unsaying one. The
+//! words storage speaks ([`StorageOp`], [`super::Durable`]) are in `vocab`;
+//! `storage` implements them on sled and in memory.
 
-use super::{Action, Io, Message, State, Zab};
-use crate::ids::{Epoch, ServerId, Zxid};
-use crate::members::Configuration;
-use crate::txn::Entry;
-use bytes::Bytes;
-
-/// One change to durable state, in the order the consensus core asked for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StorageOp {
-    /// Append entries after the current last one (zxids strictly increase).
-    Append(Vec<Entry>),
-    /// Drop every log entry with a zxid greater than this.
-    TruncateAfter(Zxid),
-    /// Record the epoch this replica last promised (Zab's acceptedEpoch).
-    SetAcceptedEpoch(Epoch),
-    /// Record the epoch whose NEWLEADER this replica acknowledged (currentEpoch).
-    SetCurrentEpoch(Epoch),
-    /// Replace all state with a leader's snapshot at `zxid` (SNAP sync): the
-    /// snapshot is stored and every log entry is dropped.
-    InstallSnapshot {
-        /// The zxid the snapshot reflects.
-        zxid: Zxid,
-        /// The serialized tree (`tree::snapshot` chunks).
-        chunks: Vec<Bytes>,
-    },
-}
-
-/// What a peer recovered from storage.
-#[derive(Clone, Debug, Default)]
-pub struct Durable {
-    /// acceptedEpoch.
-    pub accepted_epoch: Epoch,
-    /// currentEpoch.
-    pub current_epoch: Epoch,
-    /// The snapshot's zxid: the tree already reflects everything up to it.
-    pub snapshot_zxid: Zxid,
-    /// Log entries after the snapshot.
-    pub entries: Vec<Entry>,
-    /// The configuration the snapshot holds; None when it was never
-    /// reconfigured (the configuration file's is in force).
-    pub configuration: Option<Configuration>,
-    /// The highest epoch the snapshot's nodes name: a loaded tree's
-    /// history may be ahead of ours, and the next epoch must pass it.
-    pub epoch_floor: Epoch,
-}
+use super::{Action, Io, Message, State, StorageOp, Zab};
+use crate::ids::{Epoch, ServerId};
 
 /// Durability on the peer: every promise waits for the storage operation it depends on.
 impl Zab {
