@@ -117,7 +117,12 @@ async fn run(args: Args, mut config: ServerConfig) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     if let Some(addr) = &args.join {
-        match zabkeeper::ops::reconfig::fetch_membership(addr, config.admin_token.as_deref(), config.tls.as_ref()).await
+        match zabkeeper::ops::membership_change::fetch_membership(
+            addr,
+            config.admin_token.as_deref(),
+            config.tls.as_ref(),
+        )
+        .await
         {
             Ok(membership) => {
                 let line = config.me().member_line();

@@ -128,7 +128,8 @@ impl pb::admin_server::Admin for AdminService {
         // with a ZooKeeper line, whose leader had not heard from it) comes
         // from this member's file, if that lists the member.
         let known = |replicated: &str, file: &str| if replicated.is_empty() { file } else { replicated }.to_string();
-        let configuration = crate::ops::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
+        let configuration =
+            crate::ops::membership_change::configuration(&self.handle).await.map_err(|_| unavailable())?;
         let probes = configuration.members().map(|m| async move {
             let listed = config.members.iter().find(|f| f.id == m.id).map(zabkeeper_config::Member::endpoints);
             let listed = listed.unwrap_or_default();
@@ -403,7 +404,7 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         request: Request<pb::ReconfigureRequest>,
     ) -> Result<Response<pb::ConfigurationReply>, Status> {
-        use crate::ops::reconfig::{reconfigure, ReconfigError};
+        use crate::ops::membership_change::{reconfigure, ReconfigError};
         use zabkeeper_core::replica::reconfig::{MemberChange, ReconfigError as Refusal};
         let r = request.into_inner();
         let joining = r.add.iter().map(|line| Member::parse(line)).collect::<Result<Vec<_>, _>>();
@@ -452,7 +453,7 @@ impl pb::admin_server::Admin for AdminService {
         let chunks = zabkeeper_core::replica::load::in_pieces(bytes::Bytes::from(all));
         let (epoch, wait_ms) = first.unwrap_or((0, 0));
         let wait = Duration::from_millis(if wait_ms == 0 { 30_000 } else { u64::from(wait_ms) });
-        let done = crate::ops::load::load_tree(&self.handle, chunks, epoch, wait).await.map_err(load_status)?;
+        let done = crate::ops::tree_load::load_tree(&self.handle, chunks, epoch, wait).await.map_err(load_status)?;
         Ok(Response::new(pb::LoadTreeReply {
             zxid: done.zxid.0,
             nodes: count(done.nodes),
@@ -465,14 +466,15 @@ impl pb::admin_server::Admin for AdminService {
         &self,
         _: Request<pb::GetConfigurationRequest>,
     ) -> Result<Response<pb::ConfigurationReply>, Status> {
-        let configuration = crate::ops::reconfig::configuration(&self.handle).await.map_err(|_| unavailable())?;
+        let configuration =
+            crate::ops::membership_change::configuration(&self.handle).await.map_err(|_| unavailable())?;
         Ok(Response::new(configuration_reply(&configuration)))
     }
 }
 
 /// The status a refused or unfinished load answers with.
-pub(crate) fn load_status(e: crate::ops::load::LoadTreeError) -> Status {
-    use crate::ops::load::LoadTreeError as E;
+pub(crate) fn load_status(e: crate::ops::tree_load::LoadTreeError) -> Status {
+    use crate::ops::tree_load::LoadTreeError as E;
     use zabkeeper_core::replica::load::LoadError as Refusal;
     match e {
         E::Stopped => unavailable(),

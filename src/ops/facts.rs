@@ -124,7 +124,7 @@ impl Facts {
     pub async fn gather(handle: &Handle) -> Option<Facts> {
         let report = handle.status_report().await?;
         let details = handle.details().await.unwrap_or_default();
-        let configuration = crate::ops::reconfig::configuration(handle).await.ok();
+        let configuration = crate::ops::membership_change::configuration(handle).await.ok();
         // One lookup per connection: a member may hold tens of thousands of both.
         let timeouts: std::collections::HashMap<SessionId, i32> = details.sessions.iter().copied().collect();
         let connections = details

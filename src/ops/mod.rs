@@ -4,7 +4,7 @@
 //! - [`http`]: the HTTP listener: `/metrics`, ZooKeeper's AdminServer
 //!   ([`admin_http`]), health endpoints and the web [`console`].
 //! - The procedures they ask and wait for: leadership [`handover`],
-//!   membership changes ([`reconfig`]), loading a whole tree ([`load`]), and
+//!   membership changes ([`membership_change`]), loading a whole tree ([`tree_load`]), and
 //!   [`dial`]ing another member's admin API.
 
 pub mod admin_grpc;
@@ -15,5 +15,5 @@ pub mod facts;
 pub mod four_letter;
 pub mod handover;
 pub mod http;
-pub mod load;
-pub mod reconfig;
+pub mod membership_change;
+pub mod tree_load;

@@ -3,7 +3,7 @@
 //! the file's vocabulary (and serde's refusal of an unknown or mistyped key)
 //! reads in one place, and the checks work on typed values, not TOML.
 
-use crate::{overrides, tls, ConfigError};
+use crate::{overrides, tls_files, ConfigError};
 use serde::Deserialize;
 use std::path::PathBuf;
 use zabkeeper_core::ids::ServerId;
@@ -43,7 +43,7 @@ pub(crate) struct FileConfig {
     pub(crate) linearizable_reads: Option<bool>,
     pub(crate) worker_threads: Option<usize>,
     pub(crate) bind_host: Option<String>,
-    pub(crate) tls: Option<tls::FileTls>,
+    pub(crate) tls: Option<tls_files::FileTls>,
     #[serde(default)]
     pub(crate) server: Vec<FileMember>,
 }

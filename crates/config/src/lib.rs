@@ -18,13 +18,13 @@ pub mod rewrite;
 mod server_tables;
 mod settings;
 mod sources;
-mod tls;
+mod tls_files;
 
 pub use address::HostPort;
 pub use member::{Binds, Member, MemberRole};
 pub use settings::{ClientLimits, LogFormat, DEFAULT_DISK_RESERVE_BYTES, KNOWN_FOUR_LETTER_WORDS, MAX_WORKER_THREADS};
 pub use sources::Sources;
-pub use tls::TlsConfig;
+pub use tls_files::TlsConfig;
 
 use std::path::{Path, PathBuf};
 use zabkeeper_core::ids::ServerId;
@@ -217,7 +217,7 @@ impl ServerConfig {
         let tls = file.tls.as_ref().map(|t| t.resolve(id)).transpose()?;
         if tls.as_ref().is_some_and(|t| t.peer) {
             for m in &members {
-                tls::check_certificate_name(&format!("server[id={}].peer_name", m.id), m.peer_name())?;
+                tls_files::check_certificate_name(&format!("server[id={}].peer_name", m.id), m.peer_name())?;
             }
         }
         Ok(ServerConfig {

@@ -12,7 +12,7 @@
 pub mod commands;
 
 use crate::ops::facts::Facts;
-use crate::ops::load::LoadTreeError;
+use crate::ops::tree_load::LoadTreeError;
 use crate::runtime::handle::{Event, Handle, Query, StatusReport};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -225,7 +225,7 @@ async fn run_post(
 }
 
 /// `restore`: loads the snapshot in the body into the ensemble's empty tree
-/// through Zab (see `crate::ops::load`), not into this member alone as ZooKeeper
+/// through Zab (see `crate::ops::tree_load`), not into this member alone as ZooKeeper
 /// does: either the bytes `snapshot` streams, or an Apache ZooKeeper
 /// snapshot (its AdminServer's stream, or a `snapshot.<zxid>` file). The
 /// leader must serve it; a tree with nodes of its own is refused.
@@ -238,7 +238,7 @@ async fn restore(handle: &Handle, body: bytes::Bytes) -> Response {
         Ok(Err(why)) => return answer(StatusCode::BAD_REQUEST, Some(&why), Map::new()),
         Err(e) => return answer(StatusCode::INTERNAL_SERVER_ERROR, Some(&e.to_string()), Map::new()),
     };
-    let loaded = match crate::ops::load::load_tree(handle, chunks.clone(), epoch, RESTORE_WAIT).await {
+    let loaded = match crate::ops::tree_load::load_tree(handle, chunks.clone(), epoch, RESTORE_WAIT).await {
         Ok(done) => Ok((done.zxid.as_i64(), done.nodes as u64, done.epoch)),
         // As ZooKeeper's, any member takes a restore: a follower hands it to the leader.
         Err(LoadTreeError::Refused(LoadError::NotLeader { leader: Some(leader), .. })) => {
@@ -293,7 +293,8 @@ async fn restore_at_leader(
 ) -> Result<(i64, u64, u32), tonic::Status> {
     use zabkeeper_proto::admin as pb;
     let unavailable = |why: String| tonic::Status::unavailable(format!("the leader (member {leader}): {why}"));
-    let configuration = crate::ops::reconfig::configuration(handle).await.map_err(|e| unavailable(e.to_string()))?;
+    let configuration =
+        crate::ops::membership_change::configuration(handle).await.map_err(|e| unavailable(e.to_string()))?;
     let addr = configuration
         .members()
         .find(|m| m.id == leader)

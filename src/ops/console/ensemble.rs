@@ -123,7 +123,7 @@ pub async fn member(State(console): State<Shared>) -> ApiResult {
 async fn members(console: &Shared) -> Vec<(ServerId, &'static str, Option<HostPort>)> {
     let config = &console.handle.config;
     let from_file = |id: ServerId| config.members.iter().find(|m| m.id == id).and_then(|m| m.metrics_addr.clone());
-    match crate::ops::reconfig::configuration(&console.handle).await {
+    match crate::ops::membership_change::configuration(&console.handle).await {
         Ok(c) => c
             .members()
             .map(|m| {
