@@ -19,7 +19,7 @@
 //! server outside its configuration as a non-voting learner (a member about
 //! to be added; one removed, which keeps following); Zab counts members only.
 //! Addresses come from the configuration file and, as the ensemble is
-//! reconfigured, from the replicated configuration ([`Transport::learn`]).
+//! reconfigured, from the replicated configuration ([`crate::runtime::Links::learn`]).
 //! Under `[tls] peer = true` every link is mutual TLS ([`PeerTls`]): a
 //! caller whose certificate does not name the member (of the configuration
 //! file) its messages claim to come from is refused, and logged.

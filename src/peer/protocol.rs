@@ -283,6 +283,7 @@ mod tests {
 #[cfg(test)]
 mod caller_tests {
     use crate::runtime::handle::{Event, Handle};
+    use crate::runtime::Links;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
     use tokio::sync::{mpsc, watch};

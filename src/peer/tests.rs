@@ -6,6 +6,7 @@ use super::convert::{self as peer_convert, LeaderStreamDecoder};
 use super::protocol as peer_protocol;
 use super::*;
 use crate::runtime::handle::Event;
+use crate::runtime::Links;
 use bytes::Bytes;
 use std::time::Duration;
 use tokio::sync::watch;

@@ -100,23 +100,8 @@ fn endpoint(to: ServerId, addr: &HostPort, tls: Option<&PeerTls>) -> Result<Endp
 }
 
 impl Links for Transport {
-    fn send(&mut self, to: ServerId, msg: Message) {
-        Transport::send(self, to, msg);
-    }
-    fn learn(&mut self, addrs: Vec<(ServerId, HostPort)>) {
-        Transport::learn(self, addrs);
-    }
-    fn on_status(&mut self, status: Status) {
-        Transport::on_status(self, status);
-    }
-    fn shut_down(&mut self) {
-        Transport::shut_down(self);
-    }
-}
-
-impl Transport {
     /// Sends a message (lossy; never blocks).
-    pub fn send(&mut self, to: ServerId, msg: Message) {
+    fn send(&mut self, to: ServerId, msg: Message) {
         if let Some(mut n) = peer_convert::notification_to_pb(self.id, &msg) {
             n.peer_addr.clone_from(&self.own);
             n.endpoints.clone_from(&self.own_endpoints);
@@ -130,7 +115,7 @@ impl Transport {
 
     /// Learns where members are reached, from a configuration: a member
     /// added, or one whose address changed (its notifier reconnects there).
-    pub fn learn(&mut self, addrs: Vec<(ServerId, HostPort)>) {
+    fn learn(&mut self, addrs: Vec<(ServerId, HostPort)>) {
         if let Some(tls) = &self.tls {
             tls.learn(addrs.iter().map(|(id, addr)| (*id, addr.host())));
         }
@@ -148,7 +133,7 @@ impl Transport {
     }
 
     /// Adjusts streams to a role change.
-    pub fn on_status(&mut self, status: Status) {
+    fn on_status(&mut self, status: Status) {
         let keep =
             status.role == Role::Following && self.follow.as_ref().map(|f| Some(f.leader)) == Some(status.leader);
         if !keep {
@@ -163,14 +148,16 @@ impl Transport {
     }
 
     /// Closes every stream (the replica is stopping).
-    pub fn shut_down(&mut self) {
+    fn shut_down(&mut self) {
         if let Some(f) = self.follow.take() {
             f.task.abort();
         }
         lock_map(&self.inbound).clear();
         self.notifiers.clear();
     }
+}
 
+impl Transport {
     /// Where member `to` is reached: as the configuration says, or for one
     /// in no configuration (joining, or removed), where it last said it is.
     fn address_of(&self, to: ServerId) -> Option<HostPort> {

@@ -38,7 +38,7 @@ use zabkeeper_core::wire::opcode::OpCode;
 use zabkeeper_core::wire::records::{self, ConnectResponse};
 
 /// How the port answers a four-letter word: with the operations surface's
-/// figures (`crate::ops::four_letter::answer_boxed`), handed in by the
+/// figures (the operations surface's four-letter answers), handed in by the
 /// composition root, so the port knows the words but not what they show.
 pub type Words = fn(FourLetterWord, Handle) -> BoxFuture<'static, String>;
 

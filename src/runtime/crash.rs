@@ -19,7 +19,7 @@ pub fn log_panics() {
     std::panic::set_hook(Box::new(move |info| {
         let thread = std::thread::current().name().unwrap_or("unnamed").to_string();
         let place = info.location().map(ToString::to_string).unwrap_or_default();
-        let message = panic_message(info.payload());
+        let message = zabkeeper_core::panics::message(info.payload());
         tracing::error!(thread, place, message, "panicked");
         report(info);
     }));
@@ -55,17 +55,6 @@ fn parse(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// The message a panic carried, for the log line that reports it.
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_string()
-    }
-}
-
 #[cfg(all(test, debug_assertions))]
 mod tests {
     use super::*;
@@ -75,13 +64,5 @@ mod tests {
         assert_eq!(parse("owner-persist=panic, storage-flush = panic"), ["owner-persist", "storage-flush"]);
         assert!(parse("snapshot-write=off,nonsense,=,").is_empty());
         assert!(parse("").is_empty());
-    }
-
-    #[test]
-    fn a_panic_message_is_read_from_either_payload() {
-        let text = std::panic::catch_unwind(|| panic!("plain")).expect_err("panicked");
-        assert_eq!(panic_message(text.as_ref()), "plain");
-        let formatted = std::panic::catch_unwind(|| panic!("{} {}", "with", 2)).expect_err("panicked");
-        assert_eq!(panic_message(formatted.as_ref()), "with 2");
     }
 }

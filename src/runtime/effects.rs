@@ -9,6 +9,7 @@ use super::{crash, storage_worker, Links};
 use crate::telemetry::metrics::Metrics;
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -129,37 +130,17 @@ impl Host for Effects<'_> {
         let metrics = self.metrics.clone();
         let events = self.events_tx.clone();
         let retained = self.config.snapshots_retained;
-        let told = events.clone();
-        let written = tokio::task::spawn_blocking(move || {
-            crash::failpoint("snapshot-write");
-            let zxid = state.last_zxid();
-            let started = Instant::now();
-            let mut chunks = snapshot::Chunks::new(&state, zabkeeper_store::SNAPSHOT_CHUNK_BYTES);
-            let saved = storage
-                .save_snapshot_from(zxid, &mut chunks)
-                .and_then(|_| storage.purge(retained))
-                .and_then(|purged| Ok((purged, storage.log_floor()?)));
-            let event = match saved {
-                Ok((purged, log_floor)) => {
-                    let info = chunks.info();
-                    metrics.snapshot_written(info.bytes, started.elapsed());
-                    tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
-                    Event::Input(Input::SnapshotSaved { zxid, log_floor })
-                }
-                Err(e) => {
-                    metrics.snapshot_failed();
-                    Event::SnapshotFailed(e.to_string())
-                }
-            };
+        tokio::task::spawn_blocking(move || {
+            // A writer that panics may leave the store half-written, and the
+            // replica would wait for its answer for ever: crash-stop.
+            let written = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                write_snapshot(storage.as_ref(), &metrics, retained, &state)
+            }));
+            let event = written.unwrap_or_else(|payload| {
+                let message = zabkeeper_core::panics::message(payload.as_ref());
+                Event::StorageFailed(format!("the snapshot writer panicked: {message}"))
+            });
             let _ = events.blocking_send(event);
-        });
-        // A writer that panicked may have left the store half-written, and
-        // the replica would wait for its answer for ever: crash-stop.
-        tokio::spawn(async move {
-            if let Err(e) = written.await {
-                let message = if e.is_panic() { crash::panic_message(e.into_panic().as_ref()) } else { e.to_string() };
-                let _ = told.send(Event::StorageFailed(format!("the snapshot writer panicked: {message}"))).await;
-            }
         });
         Ok(None)
     }
@@ -184,5 +165,30 @@ impl Host for Effects<'_> {
         tracing::info!(role, epoch = status.epoch, leader = ?status.leader, serving = status.serving, "role changed");
         self.links.on_status(status);
         Ok(None)
+    }
+}
+
+/// Writes `state` as a snapshot and purges what it makes unneeded; the event
+/// that tells the owner how it went.
+fn write_snapshot(storage: &dyn Storage, metrics: &Metrics, retained: usize, state: &TreeState) -> Event {
+    crash::failpoint("snapshot-write");
+    let zxid = state.last_zxid();
+    let started = Instant::now();
+    let mut chunks = snapshot::Chunks::new(state, zabkeeper_store::SNAPSHOT_CHUNK_BYTES);
+    let saved = storage
+        .save_snapshot_from(zxid, &mut chunks)
+        .and_then(|_| storage.purge(retained))
+        .and_then(|purged| Ok((purged, storage.log_floor()?)));
+    match saved {
+        Ok((purged, log_floor)) => {
+            let info = chunks.info();
+            metrics.snapshot_written(info.bytes, started.elapsed());
+            tracing::info!(zxid = %zxid, nodes = info.nodes, bytes = info.bytes, purged_snapshots = purged.snapshots_removed, purged_entries = purged.entries_removed, "snapshot written");
+            Event::Input(Input::SnapshotSaved { zxid, log_floor })
+        }
+        Err(e) => {
+            metrics.snapshot_failed();
+            Event::SnapshotFailed(e.to_string())
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! order: one storage batch per turn, one flush for many transactions.
 //!
 //! The runtime names no network: the links to other members are a [`Links`]
-//! the composition root (`crate::serve`) hands in, made by `crate::peer`.
+//! the composition root hands in, made by the peer transport.
 
 pub mod crash;
 pub mod disk;
@@ -73,7 +73,7 @@ impl ServerError {
         match joined {
             Ok(result) => result,
             Err(e) if e.is_panic() => {
-                Err(ServerError::Panicked { task, message: crash::panic_message(e.into_panic().as_ref()) })
+                Err(ServerError::Panicked { task, message: zabkeeper_core::panics::message(e.into_panic().as_ref()) })
             }
             Err(_) => Err(ServerError::Panicked { task, message: "cancelled before it stopped".into() }),
         }

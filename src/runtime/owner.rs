@@ -100,7 +100,7 @@ pub fn start(
             // died quietly, the member still must not stop as if clean.
             (Ok(()), Ok(Err(payload))) => Err(ServerError::Panicked {
                 task: "storage thread",
-                message: super::crash::panic_message(payload.as_ref()),
+                message: zabkeeper_core::panics::message(payload.as_ref()),
             }),
             (result, _) => result,
         }

@@ -39,7 +39,7 @@ pub fn spawn(
         let told = events.clone();
         let worked = std::panic::catch_unwind(AssertUnwindSafe(move || work(storage.as_ref(), &rx, &events, &metrics)));
         if let Err(payload) = worked {
-            let message = crash::panic_message(payload.as_ref());
+            let message = zabkeeper_core::panics::message(payload.as_ref());
             let _ = told.blocking_send(Event::StorageFailed(format!("the storage thread panicked: {message}")));
         }
     })?;

@@ -32,6 +32,7 @@ pub mod error;
 pub mod ids;
 pub mod members;
 pub mod op;
+pub mod panics;
 pub mod replica;
 mod reuse;
 pub mod session;

@@ -269,19 +269,11 @@ impl Simulation {
     /// seed too, so it is reported with the seed that replays it.
     pub fn run(self) -> Result<Report, Failure> {
         let seed = self.seed;
-        let step = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let seen = step.clone();
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.run_steps(&seen))).unwrap_or_else(
-            |payload| {
-                let message = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".into());
-                let step = step.load(std::sync::atomic::Ordering::Relaxed);
-                Err(Failure { seed, step, violation: Violation::Panicked(message) })
-            },
-        )
+        let step = std::sync::atomic::AtomicU64::new(0);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_steps(&step))).unwrap_or_else(|payload| {
+            let message = zabkeeper_core::panics::message(payload.as_ref());
+            Err(Failure { seed, step: step.into_inner(), violation: Violation::Panicked(message) })
+        })
     }
 
     fn run_steps(mut self, seen: &std::sync::atomic::AtomicU64) -> Result<Report, Failure> {

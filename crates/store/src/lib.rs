@@ -63,7 +63,7 @@ mod usage;
 #[cfg(test)]
 mod replay_props;
 
-use sled_quirks::{guarded, open_retrying, ordered, panic_reason, reclaim_deferred_frees, stored_segment_size};
+use sled_quirks::{guarded, open_retrying, ordered, reclaim_deferred_frees, stored_segment_size};
 pub use snapshots::snapshot_dir_name;
 use snapshots::Snapshots;
 pub(crate) use snapshots::SNAPSHOT_DIR;

@@ -37,7 +37,7 @@ impl Source for SledStorage {
             drop(chunks);
             let decoded = decoder.join().map_err(|payload| StorageError::Damaged {
                 during: "decoding a snapshot",
-                reason: panic_reason(payload.as_ref()),
+                reason: zabkeeper_core::panics::message(payload.as_ref()),
             })?;
             match (read, decoded) {
                 // A chunk the decoder refused is the finding, whatever the

@@ -20,17 +20,10 @@ const SLED_DEFAULT_SEGMENT_BYTES: usize = 512 << 10;
 pub(crate) fn guarded<T>(during: &'static str, f: impl FnOnce() -> Result<T, StorageError>) -> Result<T, StorageError> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result,
-        Err(payload) => Err(StorageError::Damaged { during, reason: panic_reason(payload.as_ref()) }),
+        Err(payload) => {
+            Err(StorageError::Damaged { during, reason: zabkeeper_core::panics::message(payload.as_ref()) })
+        }
     }
-}
-
-/// What a caught panic said.
-pub(crate) fn panic_reason(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// Rounds of [`reclaim_deferred_frees`]: each frees up to eight of the

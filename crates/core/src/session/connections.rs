@@ -144,6 +144,15 @@ impl<E> Connections<E> {
 
     /// Attaches `conn` to `session` (close the session's previous connection first).
     pub fn attach(&mut self, conn: ConnId, session: SessionId) {
+        // Session ownership: a session is attached to one connection here at
+        // a time. A second one would take the first one's replies and events
+        // while the first still reads as attached.
+        if let Some(old) = self.by_session.get(&session).filter(|old| **old != conn) {
+            debug_assert!(
+                !self.conns.contains_key(old),
+                "session {session:?} attached to connection {conn:?} while connection {old:?} still holds it"
+            );
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.state = ConnState::Attached { session };
         }
@@ -221,5 +230,39 @@ impl<E> Connections<E> {
             return Some(session);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::admission::ConnectRequest;
+
+    fn with_two_connections() -> Connections<()> {
+        let mut conns = Connections::default();
+        for id in [1, 2] {
+            let request =
+                ConnectRequest { session_id: 0, password: Bytes::new(), timeout_ms: 10_000, last_zxid_seen: 0 };
+            conns.open(id, request, 10, Bytes::new(), Vec::new(), 0);
+        }
+        conns
+    }
+
+    #[test]
+    fn a_session_moves_to_a_new_connection_once_the_old_one_is_gone() {
+        let mut conns = with_two_connections();
+        conns.attach(1, SessionId(7));
+        assert_eq!(conns.remove(1), Some(SessionId(7)));
+        conns.attach(2, SessionId(7));
+        assert_eq!(conns.of_session(SessionId(7)), Some(2));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "still holds it")]
+    fn a_session_attached_to_two_connections_at_once_is_caught() {
+        let mut conns = with_two_connections();
+        conns.attach(1, SessionId(7));
+        conns.attach(2, SessionId(7));
     }
 }
