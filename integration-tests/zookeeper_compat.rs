@@ -47,11 +47,18 @@ fn digest(user: &str, password: &str) -> String {
 
 /// The answer to a four-letter word (empty when the member is down).
 fn four_letter(addr: SocketAddr, word: &str) -> String {
+    four_letter_bytes(addr, word.as_bytes())
+}
+
+/// Sends `bytes` (a word and what follows it), ends the sending side, and
+/// returns the text answer ('' if none).
+fn four_letter_bytes(addr: SocketAddr, bytes: &[u8]) -> String {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else { return String::new() };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(word.as_bytes()).is_err() {
+    if s.write_all(bytes).is_err() {
         return String::new();
     }
+    let _ = s.shutdown(std::net::Shutdown::Write);
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
@@ -782,5 +789,24 @@ fn srst_and_crst_reset_the_server_and_connection_statistics() {
         let cons = four_letter(addr, "cons");
         assert!(figure(&cons, "recved=") > after, "counting goes on: {cons}");
     });
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}
+
+/// `gtmk` and `stmk` read and set the trace mask as ZooKeeper's do: 306 at
+/// start; `stmk` takes the 8-byte big-endian mask after the word, answers
+/// it in decimal and puts it in force for every later connection; a `stmk`
+/// cut short gets no answer and changes nothing.
+#[test]
+fn gtmk_and_stmk_read_and_set_the_trace_mask() {
+    let ensemble = Ensemble::start(1);
+    let addr = ensemble.members[0].ports.client;
+    let stmk = |mask: i64| [b"stmk".as_slice(), &mask.to_be_bytes()].concat();
+    assert_eq!(four_letter(addr, "gtmk"), "306");
+    assert_eq!(four_letter_bytes(addr, &stmk(0b0011111010)), "250");
+    assert_eq!(four_letter(addr, "gtmk"), "250");
+    assert_eq!(four_letter_bytes(addr, &stmk(-1)), "-1", "every bit kept, as a Java long");
+    assert_eq!(four_letter_bytes(addr, b"stmk\0\0\0"), "", "a mask cut short gets no answer");
+    assert_eq!(four_letter(addr, "gtmk"), "-1", "and changes nothing");
+    assert_eq!(four_letter(addr, "ruok"), "imok", "the member serves on");
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }

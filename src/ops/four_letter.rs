@@ -11,14 +11,23 @@ use zabkeeper_core::wire::four_letter::FourLetterWord;
 
 pub use super::facts::VERSION;
 
-/// The text answer to `word`.
-pub async fn answer(word: FourLetterWord, handle: &Handle) -> String {
+/// The text answer to `word` (`mask`: the one `stmk` carries).
+pub async fn answer(word: FourLetterWord, mask: Option<i64>, handle: &Handle) -> String {
     if word == FourLetterWord::TelnetClose {
         return String::new();
     }
     let name = word.name();
     if !handle.config.four_letter_word_enabled(name) {
         return format!("{name} is not executed because it is not in the whitelist.\n");
+    }
+    // As ZooKeeper's, the trace mask is read and set whether or not the member serves.
+    match (word, mask) {
+        (FourLetterWord::Gtmk, _) => return handle.trace_mask.get().to_string(),
+        (FourLetterWord::Stmk, Some(mask)) => {
+            handle.trace_mask.set(mask);
+            return mask.to_string();
+        }
+        _ => {}
     }
     match Facts::gather(handle).await {
         // Only mntr and dirs show the disk: the others skip the walk of the data directory.
@@ -49,8 +58,8 @@ fn reset(word: FourLetterWord, handle: &Handle) -> String {
 
 /// [`answer`] in the form the ZooKeeper port takes it
 /// (`crate::ports::zookeeper::Words`).
-pub fn answer_boxed(word: FourLetterWord, handle: Handle) -> BoxFuture<'static, String> {
-    Box::pin(async move { answer(word, &handle).await })
+pub fn answer_boxed(word: FourLetterWord, mask: Option<i64>, handle: Handle) -> BoxFuture<'static, String> {
+    Box::pin(async move { answer(word, mask, &handle).await })
 }
 
 /// The text of `word` from `facts` (the whitelist already checked).

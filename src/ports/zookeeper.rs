@@ -17,6 +17,7 @@ use super::limits::ConnectionLimits;
 use super::{Connection, Outbox};
 use crate::runtime::handle::{stopped, Handle};
 use crate::security::tls::ServerTls;
+use crate::telemetry::trace_mask;
 use bytes::{Buf, BytesMut};
 use futures::future::BoxFuture;
 use futures::future::{FusedFuture, FutureExt};
@@ -28,7 +29,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use zabkeeper_core::acl::Id;
 use zabkeeper_core::error::{ErrorCode, ZkError};
-use zabkeeper_core::op::OpLabel;
+use zabkeeper_core::op::{Op, OpLabel};
 use zabkeeper_core::replica::{ClientMessage, ConnectRequest, Echo};
 use zabkeeper_core::wire::codec::{self, Decoded};
 use zabkeeper_core::wire::four_letter::four_letter_word;
@@ -37,10 +38,10 @@ use zabkeeper_core::wire::frame::{check_frame, FrameStatus, LEN_PREFIX};
 use zabkeeper_core::wire::opcode::OpCode;
 use zabkeeper_core::wire::records::{self, ConnectResponse};
 
-/// How the port answers a four-letter word: with the operations surface's
-/// figures (the operations surface's four-letter answers), handed in by the
-/// composition root, so the port knows the words but not what they show.
-pub type Words = fn(FourLetterWord, Handle) -> BoxFuture<'static, String>;
+/// How the port answers a four-letter word (with the mask `stmk` carries):
+/// with the operations surface's figures, handed in by the composition root,
+/// so the port knows the words but not what they show.
+pub type Words = fn(FourLetterWord, Option<i64>, Handle) -> BoxFuture<'static, String>;
 
 /// Accepts connections until `stop` turns true; with `tls`, each speaks
 /// TLS (ZooKeeper's secureClientPort) and its handshake must finish within
@@ -140,14 +141,25 @@ async fn serve_halves<R, W>(
         }
         let first: [u8; 4] = [buf[0], buf[1], buf[2], buf[3]];
         if let Some(word) = four_letter_word(first) {
-            return Some(Opening::Word(word));
+            if word != FourLetterWord::Stmk {
+                return Some(Opening::Word(word, None));
+            }
+            // `stmk` carries the new mask: 8 bytes, big-endian, after the word.
+            while buf.len() < LEN_PREFIX + 8 {
+                match reader.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) => return None,
+                    Ok(_) => {}
+                }
+            }
+            let mask: [u8; 8] = buf[LEN_PREFIX..LEN_PREFIX + 8].try_into().ok()?;
+            return Some(Opening::Word(word, Some(i64::from_be_bytes(mask))));
         }
         read_connect(&mut reader, &mut buf, max_frame, client_addr).await.map(Opening::Connect)
     });
     let connect = match opening.await {
         Ok(Some(Opening::Connect(connect))) => connect,
-        Ok(Some(Opening::Word(word))) => {
-            let text = words(word, handle).await;
+        Ok(Some(Opening::Word(word, mask))) => {
+            let text = words(word, mask, handle).await;
             let _ = writer.write_all(text.as_bytes()).await;
             let _ = writer.shutdown().await;
             return;
@@ -193,6 +205,7 @@ async fn serve_halves<R, W>(
                     let header_only = Echo { shape: None, arrived, op: OpLabel::default() };
                     let delivered = match decoded {
                         Ok(Decoded::Request(r)) => {
+                            trace_request(&handle, client_addr, r.xid, &r.op);
                             let echo = Echo { shape: Some(r.shape), arrived, op: OpLabel::default() };
                             connection.request(r.xid, echo, r.op, false).await
                         }
@@ -248,9 +261,18 @@ async fn serve_halves<R, W>(
     }
 }
 
+/// Logs a request at TRACE when the trace mask asks for its kind.
+fn trace_request(handle: &Handle, client_addr: SocketAddr, xid: i32, op: &Op) {
+    let bit = if matches!(op, Op::Ping) { trace_mask::CLIENT_PING } else { trace_mask::CLIENT_REQUEST };
+    if handle.trace_mask.traces(bit) {
+        tracing::trace!(%client_addr, xid, op = op.name(), path = op.path().unwrap_or(""), "request");
+    }
+}
+
 /// How a connection opens: a four-letter word or a session's connect request.
 enum Opening {
-    Word(FourLetterWord),
+    /// A word, with the mask when it is `stmk`.
+    Word(FourLetterWord, Option<i64>),
     Connect(records::ConnectRequest),
 }
 

@@ -163,6 +163,8 @@ pub struct Handle {
     pub metrics: Arc<crate::telemetry::metrics::Metrics>,
     /// Every client connection's counters (`cons`, `stat`).
     pub conns: Arc<crate::telemetry::stats::ConnRegistry>,
+    /// Which events are traced (`gtmk`, `stmk`).
+    pub trace_mask: Arc<crate::telemetry::trace_mask::TraceMask>,
     /// The peer protocol each member that followed this one last agreed on
     /// (what a leader may send it: a load needs `peer_protocol::LOAD`).
     pub peer_versions: Arc<std::sync::Mutex<std::collections::BTreeMap<ServerId, u32>>>,
@@ -186,6 +188,7 @@ impl Handle {
             started: std::time::Instant::now(),
             metrics: Arc::default(),
             conns: Arc::default(),
+            trace_mask: Arc::default(),
             peer_versions: Arc::default(),
         }
     }

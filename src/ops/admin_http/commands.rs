@@ -57,10 +57,12 @@ const fn get(
 /// `hash` also answers to `digest` (ours; ZooKeeper knows only `hash`).
 pub const COMMANDS: &[Command] = &[
     get(&["configuration", "conf", "config"], Some("conf"), true, "this member's settings"),
+    get(&["connection_stat_reset", "crst"], Some("crst"), true, "sets every connection's counters here back to zero"),
     get(&["connections", "cons"], Some("cons"), true, "every client connection here, with its session and counters"),
     get(&["dirs"], None, true, "bytes in the data directory (log and snapshots)"),
     get(&["dump"], Some("dump"), true, "sessions connected here by expiry time, and ephemerals by session"),
     get(&["environment", "env", "envi"], Some("envi"), false, "the process's environment"),
+    get(&["get_trace_mask", "gtmk"], Some("gtmk"), false, "the text trace mask: which events are logged at TRACE"),
     get(&["hash", "digest"], None, true, "tree digests (none are kept: always empty)"),
     get(&["is_read_only", "isro"], Some("isro"), true, "whether the member serves read-only (never)"),
     get(&["last_snapshot", "lsnp"], None, true, "the newest snapshot's zxid and time"),
@@ -77,6 +79,7 @@ pub const COMMANDS: &[Command] = &[
     },
     get(&["ruok"], Some("ruok"), true, "answers while the member serves"),
     get(&["server_stats", "srvr"], Some("srvr"), true, "the figures of srvr"),
+    get(&["set_trace_mask", "stmk"], Some("stmk"), false, "sets the text trace mask (traceMask=<decimal long>)"),
     Command {
         names: &["snapshot", "snap"],
         server_required: true,
@@ -85,6 +88,7 @@ pub const COMMANDS: &[Command] = &[
         word: None,
         about: "takes a snapshot; with streaming=true (the default) sends it",
     },
+    get(&["stat_reset", "srst"], Some("srst"), true, "sets this member's request statistics back to zero"),
     get(&["stats", "stat"], Some("stat"), true, "srvr's figures and the connections"),
     get(&["voting_view"], None, true, "the voting members"),
     get(&["watch_summary", "wchs"], Some("wchs"), true, "counts of watches"),
@@ -107,6 +111,8 @@ pub struct Extras {
     pub disk: DiskUsage,
     /// The newest snapshot (`lsnp`).
     pub last_snapshot: Option<SnapshotMeta>,
+    /// The text trace mask (`gtmk`, `stmk`).
+    pub trace_mask: i64,
 }
 
 /// ZooKeeper's answer: the data, then `command` (the primary name) and `error`.
@@ -179,7 +185,9 @@ pub fn answer(command: &Command, facts: Option<&Facts>, extras: &Extras) -> Valu
         d.insert(k.to_string(), v);
     };
     match name {
-        "ruok" => {}
+        // The resets are done by the caller; ZooKeeper answers them with no data.
+        "ruok" | "stat_reset" | "connection_stat_reset" => {}
+        "get_trace_mask" | "set_trace_mask" => put("tracemask", json!(extras.trace_mask)),
         "server_stats" => server_stats(f, extras, &mut put),
         "stats" => {
             server_stats(f, extras, &mut put);
@@ -435,6 +443,7 @@ mod tests {
                 nodes: 5,
                 created_ms: 1_700_000_000_123,
             }),
+            trace_mask: 306,
         };
         answer(find(name).expect("a command"), Some(&leader()), &extras)
     }
@@ -571,6 +580,18 @@ mod tests {
         for w in &words {
             assert!(zabkeeper_core::wire::four_letter::ALL.iter().any(|f| f.name() == *w), "{w} is a four-letter word");
         }
+    }
+
+    #[test]
+    fn the_trace_mask_commands_answer_the_mask_and_the_resets_nothing_more() {
+        for name in ["gtmk", "get_trace_mask", "stmk"] {
+            assert_eq!(keys(&run(name)), ["command", "error", "tracemask"], "{name}");
+            assert_eq!(run(name)["tracemask"], 306);
+        }
+        for name in ["srst", "crst"] {
+            assert_eq!(keys(&run(name)), ["command", "error"], "{name}");
+        }
+        assert_eq!(run("crst")["command"], "connection_stat_reset");
     }
 
     #[test]

@@ -190,6 +190,10 @@ async fn run_get(
         Some(facts) if command.primary() == "monitor" => Some(facts.with_disk().await),
         facts => facts,
     };
+    let serving = facts.as_ref().is_some_and(Facts::serving);
+    if let Err(why) = act(&handle, command, uri.query(), serving) {
+        return json_response(StatusCode::OK, &commands::response(command.primary(), Some(&why), Map::new()));
+    }
     let extras = extras(&handle, command).await;
     json_response(StatusCode::OK, &commands::answer(command, facts.as_ref(), &extras))
 }
@@ -323,8 +327,33 @@ async fn restore_at_leader(
 /// ZooKeeper's `streaming` parameter: true when absent, else as Java's
 /// `Boolean.parseBoolean` reads it (only "true", in any case, is true).
 fn streaming(query: Option<&str>) -> bool {
-    let value = query.into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix("streaming="));
-    value.is_none_or(|v| v.eq_ignore_ascii_case("true"))
+    parameter(query, "streaming").is_none_or(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The value of parameter `name` in a URI's query.
+fn parameter<'q>(query: Option<&'q str>, name: &str) -> Option<&'q str> {
+    query.into_iter().flat_map(|q| q.split('&')).find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+}
+
+/// What a command that changes something does before it answers (a reset
+/// only while the member serves, as its answer says); the refusal of a
+/// malformed argument, in ZooKeeper's words.
+fn act(handle: &Handle, command: &Command, query: Option<&str>, serving: bool) -> Result<(), String> {
+    match command.primary() {
+        "stat_reset" if serving => handle.stats.reset(),
+        "connection_stat_reset" if serving => handle.conns.reset_all(),
+        "set_trace_mask" => {
+            let Some(value) = parameter(query, "traceMask") else {
+                return Err("setTraceMask requires long traceMask argument".into());
+            };
+            let mask = value
+                .parse::<i64>()
+                .map_err(|_| format!("setTraceMask requires long traceMask argument, got {value}"))?;
+            handle.trace_mask.set(mask);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// What a command reads from storage besides the facts.
@@ -339,6 +368,7 @@ async fn extras(handle: &Handle, command: &Command) -> Extras {
             let newest = tokio::task::spawn_blocking(move || storage.snapshots().ok().and_then(|s| s.last().copied()));
             extras.last_snapshot = newest.await.ok().flatten();
         }
+        "get_trace_mask" | "set_trace_mask" => extras.trace_mask = handle.trace_mask.get(),
         _ => {}
     }
     extras
@@ -483,5 +513,13 @@ mod tests {
         assert!(streaming(Some("streaming=true")));
         assert!(!streaming(Some("a=1&streaming=false")));
         assert!(!streaming(Some("streaming=yes")), "as Java's parseBoolean");
+    }
+
+    #[test]
+    fn a_parameter_is_found_by_its_whole_name() {
+        assert_eq!(parameter(Some("traceMask=8"), "traceMask"), Some("8"));
+        assert_eq!(parameter(Some("a=1&traceMask=-1"), "traceMask"), Some("-1"));
+        assert_eq!(parameter(Some("traceMaskX=8"), "traceMask"), None);
+        assert_eq!(parameter(None, "traceMask"), None);
     }
 }
