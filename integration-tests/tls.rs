@@ -188,6 +188,17 @@ impl Authority {
         (cert.pem(), key.serialize_pem())
     }
 
+    /// A client certificate whose subject is `CN=<cn>,O=zabkeeper test`, and its key, as PEM.
+    fn issue_subject(&self, cn: &str) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params.distinguished_name.push(rcgen::DnType::OrganizationName, "zabkeeper test");
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        let cert = params.signed_by(&key, &self.issuer).expect("sign");
+        (cert.pem(), key.serialize_pem())
+    }
+
     /// A client's TLS: trusts this CA and shows a certificate of its own.
     fn client(&self) -> ClientTls {
         let (cert, key) = self.issue(&["zabkeeper-client"]);
@@ -372,5 +383,88 @@ fn members_talk_mutual_tls_and_refuse_a_certificate_for_another_member_or_none()
     ensemble.kill(3);
     ensemble.spawn(3);
     ensemble.wait_serving(vec![1, 2, 3], Duration::from_secs(30));
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}
+
+/// A client certificate is an `x509` identity, as ZooKeeper's
+/// X509AuthenticationProvider makes it: on the TLS ZooKeeper port and the
+/// gRPC port, `x509:` ACLs admit the subject they name and no other, `auth`
+/// ACLs expand to it, `addauth x509` passes with a certificate and fails
+/// without one, and `x509_superuser` passes every ACL.
+#[test]
+fn a_client_certificate_is_an_x509_identity_on_both_client_ports() {
+    const APP: &str = "CN=app,O=zabkeeper test";
+    // zookeeper-client's TLS takes the process's default provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = Authority::new();
+    let mut ensemble = Ensemble::configure(Settings { size: 1, ..Settings::default() });
+    let dir = ensemble.dir.path().to_path_buf();
+    let text = std::fs::read_to_string(&ensemble.config).expect("read config");
+    let secure = format!("127.0.0.1:{}", crate::support::free_port());
+    let mut config = String::from("x509_superuser = \"CN=admin,O=zabkeeper test\"\n");
+    for line in text.lines() {
+        config.push_str(line);
+        config.push('\n');
+        if line.starts_with("client_addr") {
+            config.push_str(&format!("secure_client_addr = \"{secure}\"\n"));
+        }
+    }
+    let d = dir.display();
+    config.push_str(&format!(
+        "\n[tls]\ncert_file = \"{d}/member.pem\"\nkey_file = \"{d}/member-key.pem\"\nca_file = \"{d}/ca.pem\"\n\
+         client_auth = true\ngrpc = true\n"
+    ));
+    std::fs::write(&ensemble.config, config).expect("write config");
+    std::fs::write(dir.join("ca.pem"), &ca.ca_pem).expect("write CA");
+    let (cert, key) = ca.issue(&["localhost", "127.0.0.1"]);
+    std::fs::write(dir.join("member.pem"), cert).expect("write certificate");
+    std::fs::write(dir.join("member-key.pem"), key).expect("write key");
+    ensemble.start_all();
+
+    let zk_as = |cn: &str| {
+        let (cert, key) = ca.issue_subject(cn);
+        let (ca_pem, secure) = (ca.ca_pem.clone(), secure.clone());
+        async move {
+            let tls = zk::TlsOptions::new().with_pem_ca(&ca_pem)?.with_pem_identity(&cert, &key)?;
+            let connector = zk::Client::connector().with_tls(tls).with_session_timeout(Duration::from_secs(20));
+            within(20, connector.with_connection_timeout(Duration::from_secs(5)).secure_connect(&secure)).await
+        }
+    };
+    let grpc_as = |cn: &str| {
+        let (cert, key) = ca.issue_subject(cn);
+        let tls =
+            ClientTls { ca_pem: ca.ca_pem.as_bytes().to_vec(), identity: Some((cert.into_bytes(), key.into_bytes())) };
+        crate::support::options().with_tls(tls)
+    };
+    runtime().block_on(within(60, async {
+        let app = zk_as("app").await.expect("app connects with its certificate");
+        let only_app = [zk::Acl::new(zk::Permission::ALL, zk::AuthId::new("x509", APP))];
+        app.create("/x509", b"for app", &zk::CreateMode::Persistent.with_acls(zk::Acls::new(&only_app)))
+            .await
+            .expect("an x509 ACL is valid");
+        assert_eq!(app.get_data("/x509").await.expect("app reads").0, b"for app".to_vec());
+        app.create("/mine", b"", &zk::CreateMode::Persistent.with_acls(zk::Acls::creator_all()))
+            .await
+            .expect("auth expands to the certificate's identity");
+        let (acl, _) = app.get_acl("/mine").await.expect("getACL");
+        assert_eq!(acl.iter().map(|a| (a.scheme(), a.id())).collect::<Vec<_>>(), vec![("x509", APP)]);
+        app.auth("x509", b"").await.expect("addauth x509 with a certificate");
+
+        let other = zk_as("other").await.expect("other connects");
+        assert_eq!(other.get_data("/x509").await.unwrap_err(), zk::Error::NoAuth, "another subject");
+        let admin = zk_as("admin").await.expect("admin connects");
+        assert_eq!(admin.get_data("/x509").await.expect("the x509 superuser reads").0, b"for app".to_vec());
+
+        let plain = within(20, zk::Client::connect(&ensemble.zookeeper(&[1]))).await.expect("plain port");
+        assert_eq!(plain.get_data("/x509").await.unwrap_err(), zk::Error::NoAuth, "no certificate");
+        assert_eq!(plain.auth("x509", APP.as_bytes()).await.unwrap_err(), zk::Error::AuthFailed, "a subject is no certificate");
+
+        let grpc = ensemble.grpc(&[1]);
+        let app = Client::connect(&grpc, grpc_as("app")).await.expect("gRPC with app's certificate");
+        assert_eq!(app.get_data("/x509").await.expect("app reads over gRPC").0, b"for app".to_vec());
+        let other = Client::connect(&grpc, grpc_as("other")).await.expect("gRPC with other's certificate");
+        let err = other.get_data("/x509").await.expect_err("another subject over gRPC");
+        assert!(matches!(&err, zabkeeper_client::ClientError::Server(z) if z.code == zabkeeper_core::error::ErrorCode::NoAuth), "{err}");
+    }));
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }

@@ -4,6 +4,7 @@
 use super::grpc_convert::{client_message_to_pb, op_from_pb};
 use crate::ports::{Connection, Outbox};
 use crate::runtime::handle::Handle;
+use crate::security::x509;
 use bytes::Bytes;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -49,7 +50,10 @@ impl pb::zab_keeper_server::ZabKeeper for ClientService {
         request: Request<Streaming<pb::ClientMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let client_addr = request.remote_addr();
-        let identities: Vec<Id> = client_addr.map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
+        let mut identities: Vec<Id> = client_addr.map(|a| Id::new("ip", a.ip().to_string())).into_iter().collect();
+        // The certificate the TLS handshake verified, as on the ZooKeeper port.
+        let superuser = self.handle.config.x509_superuser.as_deref();
+        identities.extend(x509::identities(request.peer_certs().as_deref().map(Vec::as_slice), superuser));
         let incoming = request.into_inner();
         let (out_tx, out_rx) = mpsc::channel(64);
         tokio::spawn(serve(self.handle.clone(), incoming, out_tx, identities, client_addr));

@@ -17,6 +17,7 @@ use super::limits::ConnectionLimits;
 use super::{Connection, Outbox};
 use crate::runtime::handle::{stopped, Handle};
 use crate::security::tls::ServerTls;
+use crate::security::x509;
 use crate::telemetry::trace_mask;
 use bytes::{Buf, BytesMut};
 use futures::future::BoxFuture;
@@ -81,8 +82,11 @@ pub async fn run(
                                 let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
                                 match tokio::time::timeout(deadline, acceptor.accept(socket)).await {
                                     Ok(Ok(stream)) => {
+                                        let superuser = handle.config.x509_superuser.as_deref();
+                                        let certified = x509::identities(stream.get_ref().1.peer_certificates(), superuser);
                                         let (reader, writer) = tokio::io::split(stream);
-                                        serve_halves(reader, writer, client_addr, handle, stop, words).await;
+                                        let who = Who { client_addr, certified };
+                                        serve_halves(reader, writer, who, handle, stop, words).await;
                                     }
                                     Ok(Err(e)) => tracing::info!(%client_addr, error = %e, "TLS handshake failed"),
                                     Err(_) => tracing::info!(%client_addr, ?deadline, "no TLS handshake in time; closing"),
@@ -113,14 +117,21 @@ pub async fn serve(
 ) {
     let _ = socket.set_nodelay(true);
     let (reader, writer) = socket.into_split();
-    serve_halves(reader, writer, client_addr, handle, stop, words).await;
+    serve_halves(reader, writer, Who { client_addr, certified: Vec::new() }, handle, stop, words).await;
+}
+
+/// Who a connection is before it says anything: its address, and the
+/// identities its verified TLS certificate gives it (`x509`, perhaps `super`).
+struct Who {
+    client_addr: SocketAddr,
+    certified: Vec<Id>,
 }
 
 /// Serves a connection's two halves (a plain socket's, or a TLS stream's).
 async fn serve_halves<R, W>(
     mut reader: R,
     mut writer: W,
-    client_addr: SocketAddr,
+    who: Who,
     handle: Handle,
     mut stop: watch::Receiver<bool>,
     words: Words,
@@ -128,6 +139,7 @@ async fn serve_halves<R, W>(
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let client_addr = who.client_addr;
     let max_frame = handle.config.limits.max_frame_bytes;
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let deadline = Duration::from_millis(handle.config.limits.connect_timeout_ms);
@@ -177,7 +189,8 @@ async fn serve_halves<R, W>(
         timeout_ms: connect.timeout_ms,
         last_zxid_seen: connect.last_zxid_seen,
     };
-    let identities = vec![Id::new("ip", client_addr.ip().to_string())];
+    let mut identities = vec![Id::new("ip", client_addr.ip().to_string())];
+    identities.extend(who.certified);
     let Some((connection, outbox)) = Connection::open(&handle, request, identities, Some(client_addr)).await else {
         return;
     };

@@ -39,6 +39,7 @@ pub(crate) struct FileConfig {
     pub(crate) max_multi_ops: Option<usize>,
     pub(crate) max_streams_per_grpc_connection: Option<u32>,
     pub(crate) super_digest: Option<String>,
+    pub(crate) x509_superuser: Option<String>,
     pub(crate) reconfig_enabled: Option<bool>,
     pub(crate) linearizable_reads: Option<bool>,
     pub(crate) worker_threads: Option<usize>,

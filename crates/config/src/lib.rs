@@ -117,6 +117,10 @@ pub struct ServerConfig {
     /// `super:<base64 sha1>`: whoever authenticates with the matching digest
     /// credentials passes every ACL check (ZooKeeper's superDigest).
     pub super_digest: Option<String>,
+    /// The subject (RFC 2253, as `x509:` ACLs name it) whose verified client
+    /// certificate passes every ACL check (ZooKeeper's
+    /// `X509AuthenticationProvider.superUser`).
+    pub x509_superuser: Option<String>,
     /// Serve ZooKeeper's `reconfig` (its reconfigEnabled; off by default:
     /// RECONFIGDISABLED). The admin API reconfigures either way.
     pub reconfig_enabled: bool,
@@ -215,6 +219,13 @@ impl ServerConfig {
             return Err(invalid(key, "no data_dir for this server and no top-level data_dir"));
         }
         let tls = file.tls.as_ref().map(|t| t.resolve(id)).transpose()?;
+        if file.x509_superuser.is_some() && !tls.as_ref().is_some_and(|t| t.client_auth) {
+            let why = "an x509 identity comes from a verified client certificate: set [tls] client_auth = true";
+            return Err(invalid("x509_superuser", why));
+        }
+        if file.x509_superuser.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(invalid("x509_superuser", "an empty subject names no certificate"));
+        }
         if tls.as_ref().is_some_and(|t| t.peer) {
             for m in &members {
                 tls_files::check_certificate_name(&format!("server[id={}].peer_name", m.id), m.peer_name())?;
@@ -239,6 +250,7 @@ impl ServerConfig {
             log_level: file.log_level,
             limits,
             super_digest: file.super_digest,
+            x509_superuser: file.x509_superuser,
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
             linearizable_reads: file.linearizable_reads.unwrap_or(false),
             worker_threads,

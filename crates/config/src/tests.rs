@@ -89,6 +89,18 @@ fn client_limits_have_zookeepers_defaults_and_are_checked() {
     assert!(c.super_digest.is_some());
 }
 
+#[test]
+fn an_x509_superuser_needs_client_certificates_to_come_from() {
+    let tls = "\n[tls]\ncert_file = \"c.pem\"\nkey_file = \"k.pem\"\nca_file = \"ca.pem\"\n";
+    let su = "x509_superuser = \"CN=admin,O=ops\"\n";
+    let c = ServerConfig::parse(&format!("{su}{THREE}{tls}client_auth = true\n"), Some(1)).unwrap();
+    assert_eq!(c.x509_superuser.as_deref(), Some("CN=admin,O=ops"));
+    assert!(err(&format!("{su}{THREE}"), Some(1)).contains("client_auth = true"));
+    assert!(err(&format!("{su}{THREE}{tls}"), Some(1)).contains("`x509_superuser`"));
+    let blank = format!("x509_superuser = \" \"\n{THREE}{tls}client_auth = true\n");
+    assert!(err(&blank, Some(1)).contains("empty subject"));
+}
+
 /// One file for a StatefulSet: members by DNS name, every listener on
 /// 0.0.0.0 but the admin API, which stays on each pod's loopback.
 const PODS: &str = r#"

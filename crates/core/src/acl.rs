@@ -88,6 +88,10 @@ pub enum AuthError {
         /// What is wrong.
         reason: String,
     },
+    /// `x509` asked on a connection that showed no certificate the TLS
+    /// handshake verified (or one without a subject).
+    #[error("no verified client certificate on this connection for scheme \"x509\"")]
+    NoCertificate,
 }
 
 /// The identity a digest credential `user:password` authenticates as:
@@ -119,10 +123,21 @@ pub fn authenticate(scheme: &str, auth: &[u8]) -> Result<Id, AuthError> {
     }
 }
 
+/// [`authenticate`] on a connection that holds `identities`: `x509` is the
+/// identity the connection's verified certificate gave it, which it has from
+/// its TLS handshake or not at all (ZooKeeper's X509AuthenticationProvider
+/// reads the certificate again; the credentials sent are ignored).
+pub fn authenticate_on(scheme: &str, auth: &[u8], identities: &[Id]) -> Result<Id, AuthError> {
+    if scheme == "x509" {
+        return identities.iter().find(|i| i.scheme == "x509").cloned().ok_or(AuthError::NoCertificate);
+    }
+    authenticate(scheme, auth)
+}
+
 /// Whether identities of this scheme come from a real authentication (and so
 /// may stand in for the `auth` scheme). The ip scheme is implicit, not authenticated.
 fn is_authenticated_scheme(scheme: &str) -> bool {
-    matches!(scheme, "digest" | "super")
+    matches!(scheme, "digest" | "super" | "x509")
 }
 
 /// Whether an ACL id is well formed for its scheme (ZooKeeper's `isValid`).
@@ -130,6 +145,8 @@ fn is_valid_id(scheme: &str, id: &str) -> bool {
     match scheme {
         "digest" => id.split(':').count() == 2,
         "ip" => parse_ip_pattern(id).is_some(),
+        // As ZooKeeper's X509AuthenticationProvider: any subject is an id.
+        "x509" => true,
         _ => false,
     }
 }
@@ -302,6 +319,20 @@ mod tests {
     fn redaction_masks_digest_hashes() {
         let acl = vec![Acl::new(31, "digest", "alice:abc="), Acl::new(1, "world", "anyone")];
         assert_eq!(redacted(&acl), vec![Acl::new(31, "digest", "alice:x"), Acl::new(1, "world", "anyone")]);
+    }
+
+    #[test]
+    fn x509_is_the_connections_certificate_or_nothing() {
+        let certified = [Id::new("ip", "127.0.0.1"), Id::new("x509", "CN=app,O=Example")];
+        assert_eq!(authenticate_on("x509", b"ignored", &certified), Ok(certified[1].clone()));
+        assert_eq!(authenticate_on("x509", b"CN=app,O=Example", &certified[..1]), Err(AuthError::NoCertificate));
+        assert!(authenticate_on("digest", b"a:b", &certified).is_ok(), "other schemes as before");
+        let acl = [Acl::new(perms::ALL, "x509", "CN=app,O=Example")];
+        assert_eq!(fixup(&acl, &[]), Some(acl.to_vec()), "any subject is a valid x509 id");
+        assert!(permits(&acl, perms::READ, &certified));
+        assert!(!permits(&acl, perms::READ, &[Id::new("x509", "CN=other,O=Example")]));
+        let expanded = fixup(&Acl::creator_all(), &certified).expect("auth expands to the certificate");
+        assert_eq!(expanded, vec![Acl { perms: perms::ALL, id: certified[1].clone() }]);
     }
 
     #[test]

@@ -116,7 +116,7 @@ impl Replica {
         let Some(c) = self.conns.get_mut(conn) else { return false };
         let Some(op) = c.queue.read_at_front() else { return false };
         let reply: Reply = match op {
-            Op::Auth { scheme, auth } => match acl::authenticate(scheme, auth) {
+            Op::Auth { scheme, auth } => match acl::authenticate_on(scheme, auth, &c.identities) {
                 Ok(id) => {
                     // ZooKeeper's superDigest: these credentials pass every ACL check.
                     let is_super = id.scheme == "digest" && self.config.super_digest.as_deref() == Some(id.id.as_str());
