@@ -8,7 +8,9 @@ DataWatch/ChildrenWatch watches, the leader-election recipe (client.Election:
 exactly one leader at a time, and another takes over when the leader's client
 stops), and the lock recipe (client.Lock: mutual exclusion under contention,
 checked with a shared counter updated only under the lock), a session
-over TLS (use_ssl, the server's certificate verified), and reconfiguration
+over TLS (use_ssl, the server's certificate verified), a client
+certificate as an x509 identity (certfile/keyfile, x509: ACLs, the x509
+superuser), and reconfiguration
 (client.reconfig: refused without the super user, BadVersion on a stale
 version, NewConfigNoQuorum toward members that do not run, a member removed
 and added back with its line read from /zookeeper/config, whose watch
@@ -34,6 +36,7 @@ try:
     from kazoo.exceptions import (BadVersionError, NewConfigNoQuorumError, NoAuthError, NoNodeError,
                                   NodeExistsError, NotEmptyError)
     from kazoo.protocol.states import EventType
+    from kazoo.security import ACL, Id, Permissions
 except ImportError as e:  # the one external package this check needs
     print(f"kazoo smoke test cannot run: {e} (pip install kazoo; .ci/python-env does it)", file=sys.stderr)
     sys.exit(2)
@@ -289,6 +292,47 @@ def tls(ensemble):
             c.close()
 
 
+def x509(binary):
+    """kazoo with a client certificate (certfile, keyfile) on a member with
+    client_auth: the certificate's subject is its x509 identity, so an
+    x509: ACL admits that client, refuses another, and x509_superuser
+    passes it; a session resumes over TLS with the same identity."""
+    su = 'x509_superuser = "CN=admin,O=kazoo test"'
+    member = zk_support.Ensemble(binary, size=1, secure=True, client_auth=True, extra=su)
+    clients = []
+    try:
+        member.start()
+
+        def as_subject(name):
+            cert, key = zk_support.make_client_certificate(member.dir, name, f"/O=kazoo test/CN={name}")
+            c = KazooClient(hosts=member.hosts(secure=True), timeout=10.0, use_ssl=True, ca=member.ca,
+                            certfile=cert, keyfile=key, verify_certs=True,
+                            connection_retry={"max_tries": 20, "delay": 0.05})
+            c.start(timeout=15)
+            clients.append(c)
+            return c
+
+        app, other, admin = as_subject("app"), as_subject("other"), as_subject("admin")
+        only_app = [ACL(Permissions.ALL, Id("x509", "CN=app,O=kazoo test"))]
+        app.create("/x509", b"for app", acl=only_app)
+        check(app.get("/x509")[0] == b"for app", "app reads what its ACL grants it")
+        check([(a.id.scheme, a.id.id) for a in app.get_acls("/x509")[0]] == [("x509", "CN=app,O=kazoo test")],
+              "the ACL reads back as written")
+        try:
+            other.get("/x509")
+            check(False, "another subject read a node only app may read")
+        except NoAuthError:
+            pass
+        check(admin.get("/x509")[0] == b"for app", "the x509 superuser reads everything")
+        print("  x509: kazoo certfile/keyfile; x509:CN=app,O=kazoo test admits app only; CN=admin is superuser")
+    finally:
+        for c in clients:
+            c.stop()
+            c.close()
+        panics = member.stop()
+        check(not panics, f"a member panicked: {panics}")
+
+
 SUPER_PASSWORD = "kazoo-smoke"
 
 
@@ -376,6 +420,7 @@ def main():
                           ("leader election", lambda: election(hosts, args.clients)),
                           ("lock", lambda: locking(hosts, args.clients, args.rounds)),
                           ("TLS", lambda: tls(ensemble)),
+                          ("x509 identity", lambda: x509(args.binary)),
                           ("reconfig", lambda: reconfiguration(hosts))]:
             started = time.monotonic()
             run()
@@ -390,7 +435,7 @@ def main():
     if panics:
         print("FAIL: a zabkeeper member panicked:\n  " + "\n  ".join(panics), file=sys.stderr)
         return 1
-    print("kazoo smoke: 5 passed, 0 failed")
+    print("kazoo smoke: 6 passed, 0 failed")
     return 0
 
 

@@ -122,11 +122,26 @@ def make_certificates(directory):
     return os.path.join(directory, "ca.pem")
 
 
+def make_client_certificate(directory, name, subject):
+    """A client certificate for `subject` (openssl's form, "/O=Example/CN=app"),
+    signed by the CA make_certificates made in `directory`; returns the
+    paths of the certificate and its key."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", *ec, "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", subject)
+    with open(os.path.join(directory, f"{name}.ext"), "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext")
+    return os.path.join(directory, f"{name}.pem"), os.path.join(directory, f"{name}-key.pem")
+
+
 class Ensemble:
     """`size` zabkeeper processes on free loopback ports, one config file,
     data under a temporary directory removed by stop()."""
 
-    def __init__(self, binary, size=3, extra="", snapshot_every=10000, secure=False, retained=2):
+    def __init__(self, binary, size=3, extra="", snapshot_every=10000, secure=False, retained=2, client_auth=False):
         if not os.access(binary, os.X_OK):
             raise RuntimeError(f"no zabkeeper binary at {binary} (run `cargo build --bin zabkeeper`)")
         self.binary = binary
@@ -165,7 +180,8 @@ class Ensemble:
         if secure:
             self.ca = make_certificates(self.dir)
             d = self.dir
-            lines += ["", "[tls]", f'cert_file = "{d}/cert.pem"', f'key_file = "{d}/key.pem"', f'ca_file = "{d}/ca.pem"']
+            lines += ["", "[tls]", f'cert_file = "{d}/cert.pem"', f'key_file = "{d}/key.pem"', f'ca_file = "{d}/ca.pem"',
+                      f"client_auth = {'true' if client_auth else 'false'}"]
         self.config = os.path.join(self.dir, "ensemble.toml")
         with open(self.config, "w") as f:
             f.write("\n".join(lines) + "\n")
