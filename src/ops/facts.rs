@@ -225,7 +225,7 @@ impl Facts {
 
     /// Whether member `id` is an observer (the replicated membership's word,
     /// else this member's file's).
-    fn is_observer(&self, id: zabkeeper_core::ids::ServerId) -> bool {
+    pub fn is_observer(&self, id: zabkeeper_core::ids::ServerId) -> bool {
         match &self.configuration {
             Some(c) => c.members().any(|m| m.id == id && m.participation == Participation::Observer),
             None => self.config.observers().contains(&id),

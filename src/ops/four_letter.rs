@@ -30,8 +30,8 @@ pub async fn answer(word: FourLetterWord, mask: Option<i64>, handle: &Handle) ->
         _ => {}
     }
     match Facts::gather(handle).await {
-        // Only mntr and dirs show the disk: the others skip the walk of the data directory.
-        Some(facts) if matches!(word, FourLetterWord::Mntr | FourLetterWord::Dirs) => {
+        // Only mntr, dirs and conf show the disk: the others skip the walk of the data directory.
+        Some(facts) if matches!(word, FourLetterWord::Mntr | FourLetterWord::Dirs | FourLetterWord::Conf) => {
             render(word, &facts.with_disk().await)
         }
         Some(facts) if matches!(word, FourLetterWord::Srst | FourLetterWord::Crst) => {
@@ -213,17 +213,46 @@ fn mntr(facts: &Facts) -> String {
     out
 }
 
+/// `conf`, in ZooKeeper 3.8's order with its keys (and ours after them),
+/// then the membership as `/zookeeper/config` gives it.
 fn conf(facts: &Facts) -> String {
+    let c = &facts.config;
+    let disk = facts.disk.unwrap_or_default();
+    let peer_port = c.me().peer_addr.port();
     let mut out = String::new();
-    for s in facts::settings(&facts.config) {
-        if let Some(key) = s.text {
-            let _ = writeln!(out, "{key}={}", s.value.text());
-        }
+    for s in facts::settings(c) {
+        let Some(key) = s.text else { continue };
+        let _ = writeln!(out, "{key}={}", s.value.text());
+        // ZooKeeper's keys that are figures of the run, not settings.
+        let _ = match key {
+            "dataDir" => writeln!(out, "dataDirSize={}", disk.total() - disk.log),
+            "dataLogDir" => writeln!(out, "dataLogSize={}", disk.log),
+            // The OS default backlog, which ZooKeeper shows as -1.
+            "maxSessionTimeout" => writeln!(out, "clientPortListenBacklog=-1"),
+            // Elections and Zab share the peer port; 3 is ZooKeeper's only
+            // algorithm (fast leader election), and peerType its LearnerType.
+            "syncLimit" => writeln!(
+                out,
+                "electionAlg=3\nelectionPort={peer_port}\nquorumPort={peer_port}\npeerType={}",
+                u8::from(facts.is_observer(c.id))
+            ),
+            _ => Ok(()),
+        };
     }
     let _ = writeln!(out, "membership: ");
-    for m in &facts.config.members {
-        let client = m.client_addr.as_ref().map_or(String::new(), |a| format!(";{a}"));
-        let _ = writeln!(out, "server.{}={}:{}:participant{client}", m.id, m.peer_addr.host(), m.peer_addr.port());
+    match &facts.configuration {
+        Some(configuration) => {
+            let _ = writeln!(out, "{}", configuration.current());
+            let _ = writeln!(out, "version={:x}", configuration.version.0);
+        }
+        None => {
+            for m in &c.members {
+                let role = if c.observers().contains(&m.id) { "observer" } else { "participant" };
+                let client = m.client_addr.as_ref().map_or(String::new(), ToString::to_string);
+                let (host, port) = (m.peer_addr.host(), m.peer_addr.port());
+                let _ = writeln!(out, "server.{}={host}:{port}:{port}:{role};{client}", m.id);
+            }
+        }
     }
     out
 }
@@ -251,6 +280,41 @@ mod tests {
         // The fixture's data directory: a 1 MiB log, 3 MiB of snapshots, sled's 4 KiB and 19 B else.
         let dirs = render(FourLetterWord::Dirs, &f);
         assert_eq!(dirs, format!("datadir_size: {}\nlogdir_size: {}\n", (3 << 20) + 4096 + 19, 1 << 20));
+    }
+
+    /// ZooKeeper 3.8's `conf` on a quorum member, keys in its order (read
+    /// off Debian's 3.8 server), with ours (clientPortAddress, snapCount, ...) beside them.
+    #[test]
+    fn conf_gives_zookeepers_keys_in_its_order_and_the_membership() {
+        const ZOOKEEPER: [&str; 18] = [
+            "clientPort",
+            "secureClientPort",
+            "dataDir",
+            "dataDirSize",
+            "dataLogDir",
+            "dataLogSize",
+            "tickTime",
+            "maxClientCnxns",
+            "minSessionTimeout",
+            "maxSessionTimeout",
+            "clientPortListenBacklog",
+            "serverId",
+            "initLimit",
+            "syncLimit",
+            "electionAlg",
+            "electionPort",
+            "quorumPort",
+            "peerType",
+        ];
+        let conf = render(FourLetterWord::Conf, &leader());
+        let keys: Vec<&str> = conf.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+        let ours: Vec<&str> = keys.iter().copied().filter(|k| ZOOKEEPER.contains(k)).collect();
+        assert_eq!(ours, ZOOKEEPER, "{conf}");
+        for line in ["dataDirSize=3149843", "dataLogSize=1048576", "electionAlg=3", "electionPort=2888", "peerType=0"] {
+            assert!(conf.lines().any(|l| l == line), "{line} in {conf}");
+        }
+        let membership = conf.split_once("membership: \n").expect("a membership").1;
+        assert!(membership.starts_with("server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\n"), "{conf}");
     }
 
     #[test]
