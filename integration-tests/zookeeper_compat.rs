@@ -13,7 +13,7 @@
 //! TTLs) never reaches the server; the server's own answers to such requests
 //! are compared with Apache ZooKeeper's by `zk_side_by_side.py`.
 
-use crate::support::{runtime, within, zk_wire, Ensemble};
+use crate::support::{runtime, within, zk_wire, Ensemble, Settings};
 use futures::FutureExt;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -808,5 +808,72 @@ fn gtmk_and_stmk_read_and_set_the_trace_mask() {
     assert_eq!(four_letter_bytes(addr, b"stmk\0\0\0"), "", "a mask cut short gets no answer");
     assert_eq!(four_letter(addr, "gtmk"), "-1", "and changes nothing");
     assert_eq!(four_letter(addr, "ruok"), "imok", "the member serves on");
+    assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
+}
+
+/// `audit_log = true`: every change a client makes is one JSON line of the
+/// member it is connected to, with ZooKeeper's audit fields (session, user,
+/// ip, operation, znode, znode_type, acl, result, and the zxid), failures
+/// included; reads are not audited, and other members log nothing of it.
+#[test]
+fn the_audit_log_has_one_line_per_change_with_zookeepers_fields() {
+    let extra = "audit_log = true\nlog_format = \"json\"\n".to_string();
+    let ensemble = Ensemble::start_with(Settings { size: 3, extra, ..Settings::default() });
+    let session = runtime().block_on(async {
+        let c = connect(&ensemble.zookeeper(&[2]), 6000).await;
+        c.auth("digest", b"alice:secret").await.expect("addauth");
+        c.create("/audited", b"x", &open()).await.expect("create");
+        let seq = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        c.create("/audited/n-", b"", &seq).await.expect("create sequential");
+        c.set_data("/audited", b"y", None).await.expect("setData");
+        assert_eq!(c.delete("/nothing", None).await.unwrap_err(), zk::Error::NoNode);
+        c.get_data("/audited").await.expect("a read");
+        c.session_id().0
+    });
+    let audit_lines = |id: u64| -> Vec<serde_json::Value> {
+        ensemble
+            .log(id)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["fields"]["message"] == "audit")
+            .map(|v| v["fields"].clone())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while audit_lines(2).len() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = audit_lines(2);
+    let got: Vec<(&str, &str, &str)> = lines
+        .iter()
+        .map(|f| {
+            (
+                f["operation"].as_str().unwrap_or(""),
+                f["znode"].as_str().unwrap_or(""),
+                f["result"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("create", "/audited", "success"),
+            ("create", "/audited/n-0000000000", "success"),
+            ("setData", "/audited", "success"),
+            ("delete", "/nothing", "NoNode"),
+        ],
+        "{}",
+        ensemble.log(2)
+    );
+    let first = &lines[0];
+    assert_eq!(first["session"], format!("0x{session:x}"));
+    assert_eq!(first["user"], "127.0.0.1,alice");
+    assert_eq!(first["ip"], "127.0.0.1");
+    assert_eq!(first["znode_type"], "persistent");
+    assert_eq!(first["acl"], "world:anyone:rwcda");
+    assert_eq!(lines[1]["znode_type"], "ephemeral_sequential");
+    for other in [1, 3] {
+        assert!(audit_lines(other).is_empty(), "member {other} logged another member's client");
+    }
     assert_eq!(ensemble.panics(), Vec::<String>::new(), "a member panicked");
 }

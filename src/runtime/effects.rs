@@ -16,6 +16,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use zabkeeper_config::ServerConfig;
 use zabkeeper_core::ids::{ServerId, Zxid};
+use zabkeeper_core::replica::audit::AuditRecord;
 use zabkeeper_core::replica::host::{Back, Host, StoredDiff};
 use zabkeeper_core::replica::{ClientMessage, ConnId, Input, Replica};
 use zabkeeper_core::storage::Storage;
@@ -164,6 +165,25 @@ impl Host for Effects<'_> {
         let role = status.role.name(false);
         tracing::info!(role, epoch = status.epoch, leader = ?status.leader, serving = status.serving, "role changed");
         self.links.on_status(status);
+        Ok(None)
+    }
+
+    fn audit(&mut self, _: &Replica, r: AuditRecord) -> Back<Infallible> {
+        // ZooKeeper's audit fields, one event a change, under a target of its
+        // own so a log filter or collector can route the trail apart.
+        tracing::info!(
+            target: "zabkeeper::audit",
+            session = format!("0x{:x}", r.session.0),
+            user = r.user,
+            ip = r.ip,
+            operation = r.operation,
+            znode = r.znode,
+            znode_type = r.znode_type,
+            acl = r.acl,
+            result = r.result,
+            zxid = %r.zxid,
+            "audit"
+        );
         Ok(None)
     }
 }

@@ -41,6 +41,7 @@ pub(crate) struct FileConfig {
     pub(crate) super_digest: Option<String>,
     pub(crate) x509_superuser: Option<String>,
     pub(crate) reconfig_enabled: Option<bool>,
+    pub(crate) audit_log: Option<bool>,
     pub(crate) linearizable_reads: Option<bool>,
     pub(crate) worker_threads: Option<usize>,
     pub(crate) bind_host: Option<String>,

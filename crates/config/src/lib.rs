@@ -124,6 +124,9 @@ pub struct ServerConfig {
     /// Serve ZooKeeper's `reconfig` (its reconfigEnabled; off by default:
     /// RECONFIGDISABLED). The admin API reconfigures either way.
     pub reconfig_enabled: bool,
+    /// Log every change a client of this member makes, one line each
+    /// (ZooKeeper's `audit.enable`), under the target `zabkeeper::audit`.
+    pub audit_log: bool,
     /// Every read on this member is linearizable (read index), for clients
     /// that cannot ask per request (ClickHouse Keeper's `quorum_reads`).
     pub linearizable_reads: bool,
@@ -162,6 +165,7 @@ impl ServerConfig {
         c.limits.max_watches_per_session = self.limits.max_watches_per_session;
         c.super_digest = self.super_digest.clone();
         c.reconfig_enabled = self.reconfig_enabled;
+        c.audit = self.audit_log;
         c.linearizable_reads = self.linearizable_reads;
         c.snapshot_every = self.snapshot_every;
         c.snapshot_turns = true;
@@ -252,6 +256,7 @@ impl ServerConfig {
             super_digest: file.super_digest,
             x509_superuser: file.x509_superuser,
             reconfig_enabled: file.reconfig_enabled.unwrap_or(false),
+            audit_log: file.audit_log.unwrap_or(false),
             linearizable_reads: file.linearizable_reads.unwrap_or(false),
             worker_threads,
             joined: None,

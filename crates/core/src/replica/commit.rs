@@ -1,7 +1,7 @@
 //! Applying what Zab commits: the tree changes, watches fire, and the
 //! replica holding the request's connection answers it.
 
-use super::{ClientMessage, ConnId, Replica};
+use super::{ClientMessage, ConnId, Output, Replica};
 use crate::error::{ErrorCode, ZkError};
 use crate::ids::{SessionId, Zxid};
 use crate::members::Change;
@@ -77,7 +77,17 @@ impl Replica {
         };
         let Some(conn) = self.conns.of_session(session) else { return };
         let Some(c) = self.conns.get_mut(conn) else { return };
-        if c.queue.complete(cxid, |op| shape_reply(op, applied.result)) {
+        let mut audited = Vec::new();
+        let audit = self.config.audit;
+        let identities = &c.identities;
+        let completed = c.queue.complete(cxid, |op| {
+            if audit {
+                audited = super::audit::records(zxid, session, identities, op, &applied.result);
+            }
+            shape_reply(op, applied.result)
+        });
+        self.outputs.extend(audited.into_iter().map(Output::Audit));
+        if completed {
             if matches!(txn.body, TxnBody::Error(ErrorCode::SessionMoved)) {
                 // The leader holds the session as attached to another member
                 // (a connect given up on was revalidated there late), so

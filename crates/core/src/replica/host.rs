@@ -7,6 +7,7 @@
 //! once) lives here and nowhere else. A new kind of output is a new method,
 //! and every host is told by the compiler.
 
+use super::audit::AuditRecord;
 use super::{ClientMessage, ConnId, Input, Output, Replica};
 use crate::ids::{Epoch, ServerId, Zxid};
 use crate::tree::TreeState;
@@ -57,6 +58,12 @@ pub trait Host {
 
     /// The replica's role, leader or serving state changed.
     fn status(&mut self, replica: &Replica, status: Status) -> Back<Self::Error>;
+
+    /// Writes an audit record (a host without an audit log drops it).
+    fn audit(&mut self, replica: &Replica, record: AuditRecord) -> Back<Self::Error> {
+        let _ = (replica, record);
+        Ok(None)
+    }
 }
 
 /// A DIFF to send from storage (Zab's `Io::SendStored`).
@@ -94,6 +101,7 @@ pub fn carry_out<H: Host>(replica: &mut Replica, host: &mut H, max_passes: usize
                 Output::Client { conn, msg } => host.deliver(replica, conn, msg)?,
                 Output::TakeSnapshot { state } => host.take_snapshot(replica, state)?,
                 Output::Status(status) => host.status(replica, status)?,
+                Output::Audit(record) => host.audit(replica, record)?,
             };
             if let Some(input) = back {
                 replica.handle(input);

@@ -247,6 +247,9 @@ pub enum Output {
     },
     /// Role, leader or serving state changed.
     Status(Status),
+    /// A change a client of this member made, for the audit log (only with
+    /// `Config::audit`).
+    Audit(super::audit::AuditRecord),
 }
 
 /// What a replica finds on disk at start (storage's `recover`).

@@ -24,6 +24,7 @@
 //! (the leader's preparation of writes), `commit.rs` (applying what Zab
 //! commits), [`snapshots`] (when to snapshot), [`reads`] (answering reads).
 
+pub mod audit;
 mod commit;
 mod connect;
 pub mod forward;
@@ -97,6 +98,9 @@ pub struct Config {
     /// (the simulation's oracle checks them) and keep the tree's digest up to
     /// date; off in a server, where nothing would drain them.
     pub record_applied: bool,
+    /// Emit an [`Output::Audit`] for every change a client of this member
+    /// makes (ZooKeeper's `audit.enable`).
+    pub audit: bool,
 }
 
 impl Config {
@@ -119,6 +123,7 @@ impl Config {
             reconfig_enabled: false,
             linearizable_reads: false,
             record_applied: false,
+            audit: false,
         }
     }
 }

@@ -35,6 +35,8 @@ pub(super) struct Ensemble {
     /// Replicas paused as by SIGSTOP: no ticks, and their messages held.
     pub(super) paused: BTreeSet<ServerId>,
     pub(super) inbox: BTreeMap<ConnId, Vec<ClientMessage>>,
+    /// The audit records each member emitted, in order.
+    pub(super) audits: Vec<(ServerId, crate::replica::audit::AuditRecord)>,
     pub(super) conn_node: BTreeMap<ConnId, ServerId>,
     pub(super) next_conn: ConnId,
     pub(super) now_ms: i64,
@@ -76,6 +78,7 @@ impl Ensemble {
             held_links: BTreeSet::new(),
             paused: BTreeSet::new(),
             inbox: BTreeMap::new(),
+            audits: Vec::new(),
             conn_node: BTreeMap::new(),
             next_conn: 1,
             now_ms: 1_000_000,
@@ -118,6 +121,7 @@ impl Ensemble {
                         node.snapshots.push((state.last_zxid(), durable_end));
                     }
                     Output::Status(_) => {}
+                    Output::Audit(record) => self.audits.push((id, record)),
                 }
             }
             self.nodes.get_mut(&id).unwrap().replica.recycle_outputs(outputs);

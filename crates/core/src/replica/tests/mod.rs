@@ -632,3 +632,26 @@ fn a_restarted_members_resumed_session_starts_only_after_its_first_lifes_writes_
     );
     assert!(e.nodes[&member].replica.tree().state().node("/first-life").is_some());
 }
+
+#[test]
+fn a_member_with_audit_on_records_each_change_its_clients_make_once() {
+    let mut e = Ensemble::new_with(3, |c| c.audit = true);
+    let leader = e.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (c, session, _) = e.connect(follower);
+    e.call(c, create("/audited", CreateMode::Persistent)).unwrap();
+    let missing = e.call(c, Op::Delete { path: "/nothing".into(), version: -1 });
+    assert_eq!(missing.unwrap_err().code, ErrorCode::NoNode);
+    e.call(c, Op::GetData { path: "/audited".into(), watch: false }).unwrap();
+    e.settle(2);
+    let seen: Vec<_> =
+        e.audits.iter().map(|(at, r)| (*at, r.session, r.operation, r.znode.as_str(), r.result)).collect();
+    assert_eq!(
+        seen,
+        vec![(follower, session, "create", "/audited", "success"), (follower, session, "delete", "/nothing", "NoNode"),]
+    );
+    let mut quiet = Ensemble::new(3);
+    let (c, _, _) = quiet.connect(leader);
+    quiet.call(c, create("/not-audited", CreateMode::Persistent)).unwrap();
+    assert!(quiet.audits.is_empty(), "audit is off by default");
+}
