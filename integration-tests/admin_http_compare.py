@@ -47,9 +47,6 @@ DATA_KEYED = {"expiry_time_to_session_ids", "session_id_to_ephemeral_paths", "se
 NOT_KEPT = "not counted by zabkeeper (no such figure is kept, so none is invented)"
 # (command, dotted field) -> why ZooKeeper has it and zabkeeper does not.
 MISSING = {
-    ("srvr", "client_response"): "reply sizes are not measured",
-    ("srvr", "proposal_stats"): "proposal sizes are not measured",
-    ("srvr", "server_stats.client_response_stats"): "reply sizes are not measured",
     ("srvr", "server_stats.fsync_threshold_exceed_count"): NOT_KEPT,
     ("srvr", "server_stats.auth_failed_count"): NOT_KEPT,
     ("srvr", "server_stats.non_mtlsremote_conn_count"): NOT_KEPT,
@@ -57,8 +54,7 @@ MISSING = {
     ("envi", "java.*"): "no JVM: zabkeeper is a native process",
     ("envi", "os.memory.*"): "JVM heap figures: no JVM",
 }
-for field in ("client_response", "proposal_stats", "server_stats.client_response_stats",
-              "server_stats.fsync_threshold_exceed_count", "server_stats.auth_failed_count",
+for field in ("server_stats.fsync_threshold_exceed_count", "server_stats.auth_failed_count",
               "server_stats.non_mtlsremote_conn_count", "server_stats.non_mtlslocal_conn_count"):
     MISSING[("stat", field)] = MISSING[("srvr", field)]
 # mntr: ZooKeeper's metrics provider adds hundreds of Java pipeline timers

@@ -114,6 +114,8 @@ pub struct Facts {
     pub connections: Vec<Connection>,
     /// Since the process started, ms.
     pub uptime_ms: u64,
+    /// Since this member began to lead a serving ensemble, ms (None: it does not).
+    pub leader_uptime_ms: Option<u64>,
     /// The data directory's disk usage, for the words that show it (read
     /// only for them: [`Facts::with_disk`]).
     pub disk: Option<DiskUsage>,
@@ -151,6 +153,7 @@ impl Facts {
             config: handle.config.clone(),
             connections,
             uptime_ms: u64::try_from(handle.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            leader_uptime_ms: handle.metrics.leader_uptime().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             disk: None,
         })
     }
@@ -274,6 +277,9 @@ impl Facts {
             ("stale_sessions_expired", Figure::count(r.counters.expired_sessions)),
             ("uptime", Figure::count(self.uptime_ms)),
             ("quorum_size", Figure::count(self.quorum_size())),
+            ("last_client_response_size", Figure::Int(self.stats.client_response.last)),
+            ("max_client_response_size", Figure::Int(self.stats.client_response.max)),
+            ("min_client_response_size", Figure::Int(self.stats.client_response.min)),
         ];
         if let Some(d) = self.disk {
             lines.push(("disk_log_bytes", Figure::count(d.log)));
@@ -294,6 +300,11 @@ impl Facts {
             lines.push(("synced_non_voting_followers", Figure::Int(0)));
             lines.push(("synced_observers", Figure::count(synced_observers)));
             lines.push(("pending_syncs", Figure::count(r.pending_syncs)));
+            let proposals = self.stats.proposals;
+            lines.push(("last_proposal_size", Figure::Int(proposals.last)));
+            lines.push(("max_proposal_size", Figure::Int(proposals.max)));
+            lines.push(("min_proposal_size", Figure::Int(proposals.min)));
+            lines.push(("leader_uptime", Figure::count(self.leader_uptime_ms.unwrap_or(0))));
         }
         lines
     }
@@ -441,6 +452,7 @@ pub async fn disk_usage(config: &ServerConfig) -> DiskUsage {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::telemetry::stats::Sizes;
     use zabkeeper_core::ids::Zxid;
     use zabkeeper_core::replica::{ConnSummary, Counters};
     use zabkeeper_core::zab::{FollowerProgress, Status};
@@ -532,11 +544,20 @@ role = "observer"
         Facts {
             report,
             details,
-            stats: StatsSnapshot { received: 3, sent: 4, min_ms: 0.4, avg_ms: 1.0, max_ms: 2.6 },
+            stats: StatsSnapshot {
+                received: 3,
+                sent: 4,
+                min_ms: 0.4,
+                avg_ms: 1.0,
+                max_ms: 2.6,
+                client_response: Sizes { last: 188, min: 22, max: 400 },
+                proposals: Sizes { last: 186, min: 48, max: 186 },
+            },
             configuration: Some(configuration),
             config,
             connections,
             uptime_ms: 5_000,
+            leader_uptime_ms: Some(4_000),
             disk: Some(DiskUsage { log: 1 << 20, snapshots: 3 << 20, sled: 4096, other: 19 }),
         }
     }

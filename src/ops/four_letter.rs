@@ -183,7 +183,7 @@ fn connection_line(c: &facts::Connection, full: bool) -> String {
 /// The body `srvr` and `stat` share (ZooKeeper's `ServerStats.toString`).
 fn server_stats(facts: &Facts) -> String {
     let s = facts.server_stats();
-    format!(
+    let mut out = format!(
         "Latency min/avg/max: {}/{:.4}/{}\nReceived: {}\nSent: {}\nConnections: {}\nOutstanding: {}\nZxid: 0x{:x}\nMode: {}\nNode count: {}\n",
         s.min_latency,
         s.avg_latency,
@@ -195,7 +195,12 @@ fn server_stats(facts: &Facts) -> String {
         s.last_processed_zxid,
         s.server_state,
         s.node_count
-    )
+    );
+    if facts.report.status.role == zabkeeper_core::zab::Role::Leading && !facts.config.standalone() {
+        let p = facts.stats.proposals;
+        let _ = writeln!(out, "Proposal sizes last/min/max: {}/{}/{}", p.last, p.min, p.max);
+    }
+    out
 }
 
 /// `mntr`: ZooKeeper's keys with `zk_`, then three this server has always
@@ -315,6 +320,34 @@ mod tests {
         }
         let membership = conf.split_once("membership: \n").expect("a membership").1;
         assert!(membership.starts_with("server.1=127.0.0.1:2888:2888:participant;127.0.0.1:2181\n"), "{conf}");
+    }
+
+    #[test]
+    fn the_leader_shows_proposal_sizes_and_its_uptime_and_every_member_reply_sizes() {
+        let f = leader();
+        let srvr = render(FourLetterWord::Srvr, &f);
+        assert!(srvr.ends_with("Node count: 7\nProposal sizes last/min/max: 186/48/186\n"), "{srvr}");
+        let mntr = render(FourLetterWord::Mntr, &f);
+        for line in [
+            "zk_last_proposal_size\t186",
+            "zk_min_proposal_size\t48",
+            "zk_max_proposal_size\t186",
+            "zk_leader_uptime\t4000",
+            "zk_last_client_response_size\t188",
+            "zk_min_client_response_size\t22",
+            "zk_max_client_response_size\t400",
+        ] {
+            assert!(mntr.lines().any(|l| l == line), "{line} in {mntr}");
+        }
+        let mut follower = leader();
+        follower.report.status.role = zabkeeper_core::zab::Role::Following;
+        assert!(!render(FourLetterWord::Srvr, &follower).contains("Proposal sizes"));
+        let mntr = render(FourLetterWord::Mntr, &follower);
+        assert!(
+            !mntr.contains("proposal_size")
+                && !mntr.contains("leader_uptime")
+                && mntr.contains("zk_last_client_response_size")
+        );
     }
 
     #[test]

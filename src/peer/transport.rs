@@ -229,6 +229,18 @@ impl Transport {
                 return;
             }
         };
+        if let Message::Proposal { .. } = msg {
+            // A proposal goes to each follower alike: last, min and max are
+            // the same however many times one is counted.
+            for proposal in batch.iter().filter_map(|m| match &m.kind {
+                Some(pb::leader_message::Kind::Proposal(p)) => Some(p),
+                _ => None,
+            }) {
+                for entry in &proposal.entries {
+                    self.handle.stats.proposals.record(entry.txn.len());
+                }
+            }
+        }
         let mut inbound = lock_map(&self.inbound);
         let Some(stream) = inbound.get(&to) else { return };
         if let Some(ping) = peer_convert::probe_apart(stream.version, msg) {

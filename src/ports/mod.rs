@@ -149,6 +149,11 @@ impl Outbox {
         Some(msg)
     }
 
+    /// Counts the encoded size of a reply (`client_response`).
+    pub fn replied(&self, bytes: usize) {
+        self.stats.client_response.record(bytes);
+    }
+
     /// A reply frees its request's slot and records how long it took.
     fn account(&self, msg: &ClientMessage) {
         self.queued_bytes.fetch_sub(msg.approximate_size(), Ordering::Relaxed);

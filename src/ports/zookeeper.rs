@@ -326,10 +326,10 @@ async fn read_connect(
 async fn write_loop(mut socket: impl AsyncWrite + Unpin, mut outbox: Outbox, connect: records::ConnectRequest) {
     let mut out = Vec::with_capacity(8 * 1024);
     while let Some(first) = outbox.recv().await {
-        let mut close = encode(first, &mut out, &connect);
+        let mut close = encode(first, &mut out, &connect, &outbox);
         while !close {
             match outbox.try_recv() {
-                Some(msg) => close = encode(msg, &mut out, &connect),
+                Some(msg) => close = encode(msg, &mut out, &connect, &outbox),
                 None => break,
             }
         }
@@ -346,7 +346,7 @@ async fn write_loop(mut socket: impl AsyncWrite + Unpin, mut outbox: Outbox, con
 }
 
 /// Appends the frame(s) for one message; true when the connection must close after them.
-fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectRequest) -> bool {
+fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectRequest, outbox: &Outbox) -> bool {
     match msg {
         ClientMessage::Connected { session, password, timeout_ms, .. } => {
             let response = ConnectResponse::accept(connect, timeout_ms, session.0, password, false);
@@ -363,7 +363,10 @@ fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectReque
             true
         }
         ClientMessage::Reply { xid, echo, zxid, reply } => {
-            match echo.shape {
+            let start = out.len();
+            // ZooKeeper counts a reply's bytes without its length prefix.
+            let counted = |out: &Vec<u8>| outbox.replied(out.len().saturating_sub(start + LEN_PREFIX));
+            let close = match echo.shape {
                 Some(shape) => {
                     let auth_failed = shape.opcode == OpCode::Auth && reply.is_err();
                     codec::encode_reply_into(out, xid, zxid.as_i64(), &shape, &reply);
@@ -375,7 +378,9 @@ fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectReque
                     out.extend_from_slice(&codec::encode_error_reply(xid, zxid.as_i64(), code));
                     false
                 }
-            }
+            };
+            counted(out);
+            close
         }
         ClientMessage::Event(event) => {
             codec::encode_notification_into(out, &event);

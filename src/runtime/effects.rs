@@ -162,6 +162,7 @@ impl Host for Effects<'_> {
             }
             _ => {}
         }
+        self.metrics.leading(status.role == Role::Leading && status.serving);
         let role = status.role.name(false);
         tracing::info!(role, epoch = status.epoch, leader = ?status.leader, serving = status.serving, "role changed");
         self.links.on_status(status);

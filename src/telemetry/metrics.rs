@@ -13,8 +13,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The levels a scrape reads from the replica (see [`Metrics::render`]).
 #[derive(Clone, Debug, Default)]
@@ -151,6 +151,8 @@ pub struct Metrics {
     read_index_rounds: Counter,
     /// Scrapes are rare; one at a time keeps the level gauges consistent.
     scrape: Mutex<()>,
+    /// Since when this member has led a serving ensemble (`zk_leader_uptime`).
+    leading_since: Mutex<Option<Instant>>,
 }
 
 impl Default for Metrics {
@@ -321,6 +323,7 @@ impl Metrics {
             heap_resident_bytes,
             runtime_workers,
             scrape: Mutex::new(()),
+            leading_since: Mutex::new(None),
         }
     }
 
@@ -339,6 +342,21 @@ impl Metrics {
     pub fn flushed(&self, ops: usize, elapsed: Duration) {
         self.fsync_seconds.observe(elapsed.as_secs_f64());
         self.flush_batch_ops.observe(ops as f64);
+    }
+
+    /// This member leads a serving ensemble (`true`), or no longer does.
+    pub fn leading(&self, leads: bool) {
+        let mut since = self.leading_since.lock().unwrap_or_else(PoisonError::into_inner);
+        match (leads, *since) {
+            (true, None) => *since = Some(Instant::now()),
+            (false, Some(_)) => *since = None,
+            _ => {}
+        }
+    }
+
+    /// How long this member has led, if it leads.
+    pub fn leader_uptime(&self) -> Option<Duration> {
+        self.leading_since.lock().unwrap_or_else(PoisonError::into_inner).map(|since| since.elapsed())
     }
 
     /// An election started.

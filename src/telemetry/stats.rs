@@ -21,6 +21,66 @@ pub struct ServerStats {
     latency_sum_us: AtomicU64,
     latency_min_us: AtomicU64,
     latency_max_us: AtomicU64,
+    /// The ZooKeeper port's replies, in bytes (ZooKeeper's `client_response`).
+    pub client_response: BufferStats,
+    /// The leader's proposals, in bytes (ZooKeeper's `proposal_stats`).
+    pub proposals: BufferStats,
+}
+
+/// The last, smallest and largest of a run of sizes (ZooKeeper's
+/// `BufferStats`: -1 for each before the first).
+#[derive(Debug)]
+pub struct BufferStats {
+    last: AtomicI64,
+    min: AtomicI64,
+    max: AtomicI64,
+}
+
+/// A copy of [`BufferStats`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sizes {
+    /// The newest size.
+    pub last: i64,
+    /// The smallest.
+    pub min: i64,
+    /// The largest.
+    pub max: i64,
+}
+
+impl Default for Sizes {
+    fn default() -> Sizes {
+        Sizes { last: -1, min: -1, max: -1 }
+    }
+}
+
+impl Default for BufferStats {
+    fn default() -> BufferStats {
+        BufferStats { last: AtomicI64::new(-1), min: AtomicI64::new(-1), max: AtomicI64::new(-1) }
+    }
+}
+
+impl BufferStats {
+    /// Counts one size.
+    pub fn record(&self, bytes: usize) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.last.store(bytes, Ordering::Relaxed);
+        // -1 (none yet) is smaller than every size: the first one replaces it.
+        let _ = self.min.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| (m < 0 || bytes < m).then_some(bytes));
+        self.max.fetch_max(bytes, Ordering::Relaxed);
+    }
+
+    /// Starts afresh (`srst`).
+    pub fn reset(&self) {
+        for figure in [&self.last, &self.min, &self.max] {
+            figure.store(-1, Ordering::Relaxed);
+        }
+    }
+
+    /// The figures now.
+    pub fn sizes(&self) -> Sizes {
+        let load = |a: &AtomicI64| a.load(Ordering::Relaxed);
+        Sizes { last: load(&self.last), min: load(&self.min), max: load(&self.max) }
+    }
 }
 
 /// A copy of [`ServerStats`].
@@ -36,6 +96,10 @@ pub struct StatsSnapshot {
     pub avg_ms: f64,
     /// Slowest reply, ms.
     pub max_ms: f64,
+    /// The ZooKeeper port's reply sizes.
+    pub client_response: Sizes,
+    /// The leader's proposal sizes.
+    pub proposals: Sizes,
 }
 
 impl Default for ServerStats {
@@ -47,6 +111,8 @@ impl Default for ServerStats {
             latency_sum_us: AtomicU64::new(0),
             latency_min_us: AtomicU64::new(u64::MAX),
             latency_max_us: AtomicU64::new(0),
+            client_response: BufferStats::default(),
+            proposals: BufferStats::default(),
         }
     }
 }
@@ -81,6 +147,8 @@ impl ServerStats {
         self.latency_sum_us.store(0, Ordering::Relaxed);
         self.latency_min_us.store(u64::MAX, Ordering::Relaxed);
         self.latency_max_us.store(0, Ordering::Relaxed);
+        self.client_response.reset();
+        self.proposals.reset();
     }
 
     /// The counters now.
@@ -97,6 +165,8 @@ impl ServerStats {
                 self.latency_sum_us.load(Ordering::Relaxed) as f64 / count as f64 / 1000.0
             },
             max_ms: self.latency_max_us.load(Ordering::Relaxed) as f64 / 1000.0,
+            client_response: self.client_response.sizes(),
+            proposals: self.proposals.sizes(),
         }
     }
 }
@@ -249,6 +319,20 @@ impl ConnRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_keep_the_last_the_smallest_and_the_largest_until_a_reset() {
+        let stats = BufferStats::default();
+        assert_eq!(stats.sizes(), Sizes { last: -1, min: -1, max: -1 }, "ZooKeeper's figures before the first");
+        for bytes in [188, 22, 400, 90] {
+            stats.record(bytes);
+        }
+        assert_eq!(stats.sizes(), Sizes { last: 90, min: 22, max: 400 });
+        stats.reset();
+        assert_eq!(stats.sizes(), Sizes::default());
+        stats.record(0);
+        assert_eq!(stats.sizes(), Sizes { last: 0, min: 0, max: 0 });
+    }
 
     #[test]
     fn figures_follow_requests_and_replies() {

@@ -287,9 +287,18 @@ pub fn answer(command: &Command, facts: Option<&Facts>, extras: &Extras) -> Valu
     response(name, None, d)
 }
 
+/// ZooKeeper's `BufferStats` as JSON.
+fn sizes(s: crate::telemetry::stats::Sizes) -> Value {
+    json!({ "last_buffer_size": s.last, "min_buffer_size": s.min, "max_buffer_size": s.max })
+}
+
 /// `srvr`'s JSON: ZooKeeper's `ServerStats` fields this server keeps.
 fn server_stats(f: &Facts, extras: &Extras, put: &mut impl FnMut(&str, Value)) {
     let s = f.server_stats();
+    put("client_response", sizes(f.stats.client_response));
+    if f.report.status.role == zabkeeper_core::zab::Role::Leading && !f.config.standalone() {
+        put("proposal_stats", sizes(f.stats.proposals));
+    }
     put("version", json!(facts::full_version()));
     put("read_only", json!(false));
     put(
@@ -308,6 +317,7 @@ fn server_stats(f: &Facts, extras: &Extras, put: &mut impl FnMut(&str, Value)) {
             "last_processed_zxid": s.last_processed_zxid,
             "num_alive_client_connections": s.connections,
             "uptime": s.uptime_ms,
+            "client_response_stats": sizes(f.stats.client_response),
         }),
     );
     put("node_count", json!(s.node_count));
@@ -476,7 +486,14 @@ mod tests {
     #[test]
     fn srvr_and_stat_use_zookeepers_fields() {
         let v = run("srvr");
-        assert_eq!(keys(&v), ["command", "error", "node_count", "read_only", "server_stats", "version"]);
+        let fields = ["client_response", "command", "error", "node_count", "proposal_stats", "read_only"];
+        assert_eq!(keys(&v), [&fields[..], &["server_stats", "version"]].concat());
+        let sizes = json!({"last_buffer_size": 188, "min_buffer_size": 22, "max_buffer_size": 400});
+        assert_eq!((&v["client_response"], &v["server_stats"]["client_response_stats"]), (&sizes, &sizes));
+        assert_eq!(
+            v["proposal_stats"],
+            json!({"last_buffer_size": 186, "min_buffer_size": 48, "max_buffer_size": 186})
+        );
         assert_eq!(v["server_stats"]["server_state"], "leader");
         assert_eq!(v["server_stats"]["avg_latency"], json!(1.0));
         assert_eq!(v["server_stats"]["max_latency"], json!(3));
