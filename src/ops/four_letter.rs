@@ -127,7 +127,26 @@ pub fn render(word: FourLetterWord, facts: &Facts) -> String {
             out
         }
         FourLetterWord::Dump => {
-            let mut out = format!("SessionTracker dump:\nGlobal Sessions({}):\n", facts.report.sessions);
+            let mut out = String::from("SessionTracker dump:\n");
+            if facts.report.status.role == zabkeeper_core::zab::Role::Leading {
+                // The leader's tracker, by expiry time (here: of the sessions connected to it).
+                let buckets = facts.expiry_buckets();
+                let total: usize = buckets.values().map(Vec::len).sum();
+                let _ = writeln!(out, "Session Sets ({})/({total}):", buckets.len());
+                for (at, sessions) in &buckets {
+                    let _ = writeln!(out, "{} expire at {}:", sessions.len(), java_date(*at));
+                    for s in sessions {
+                        let _ = writeln!(out, "\t0x{:x}", s.0);
+                    }
+                }
+            } else {
+                let mut sessions = facts.details.sessions.clone();
+                sessions.sort_unstable();
+                let _ = writeln!(out, "Global Sessions({}):", sessions.len());
+                for (s, timeout_ms) in &sessions {
+                    let _ = writeln!(out, "0x{:x}\t{timeout_ms}ms", s.0);
+                }
+            }
             let ephemerals = &facts.details.ephemerals;
             let _ = writeln!(out, "ephemeral nodes dump:\nSessions with Ephemerals ({}):", ephemerals.len());
             for (session, paths) in ephemerals {
@@ -136,6 +155,7 @@ pub fn render(word: FourLetterWord, facts: &Facts) -> String {
                     let _ = writeln!(out, "\t{p}");
                 }
             }
+            out.push_str(&connections_dump(facts));
             out
         }
         other => format!("{} is not executed because it is not supported by this server.\n", other.name()),
@@ -216,6 +236,47 @@ fn mntr(facts: &Facts) -> String {
         let _ = writeln!(out, "zk_followers\t{}", facts.report.followers.len());
     }
     out
+}
+
+/// `dump`'s last part, as ZooKeeper's: the connections by when they expire
+/// unless heard from (their session's timeout after they were last heard).
+fn connections_dump(facts: &Facts) -> String {
+    let tick = i64::try_from(facts.config.tick_ms.max(1)).unwrap_or(i64::MAX);
+    let mut sets: std::collections::BTreeMap<i64, Vec<&facts::Connection>> = std::collections::BTreeMap::new();
+    for c in &facts.connections {
+        let at = c.last_heard_ms.saturating_add(i64::from(c.timeout_ms));
+        sets.entry((at / tick).saturating_add(1).saturating_mul(tick)).or_default().push(c);
+    }
+    let mut out = format!("Connections dump:\nConnections Sets ({})/({}):\n", sets.len(), facts.connections.len());
+    for (at, conns) in &sets {
+        let _ = writeln!(out, "{} expire at {}:", conns.len(), java_date(*at));
+        for c in conns {
+            let _ = writeln!(out, "\tip: /{} sessionId: 0x{:x}", c.remote, c.session.map_or(0, |s| s.0));
+        }
+    }
+    out
+}
+
+/// A time (ms since the epoch) as Java's `Date.toString` writes it in UTC:
+/// `Wed Dec 02 19:59:53 UTC 2026`.
+fn java_date(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, secs) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000) / 1000);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let weekday = DAYS[usize::try_from(days.rem_euclid(7)).unwrap_or(0)];
+    let month_name = MONTHS[usize::try_from(month - 1).unwrap_or(0)];
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    format!("{weekday} {month_name} {day:02} {h:02}:{m:02}:{s:02} UTC {year}")
 }
 
 /// `conf`, in ZooKeeper 3.8's order with its keys (and ours after them),
@@ -348,6 +409,36 @@ mod tests {
                 && !mntr.contains("leader_uptime")
                 && mntr.contains("zk_last_client_response_size")
         );
+    }
+
+    #[test]
+    fn dates_read_as_javas() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(java_date(1_796_241_593_000), "Wed Dec 02 19:59:53 UTC 2026");
+        assert_eq!(java_date(951_782_400_000), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+
+    /// ZooKeeper 3.8's `dump` (read off Debian's server): a follower lists
+    /// every session with its timeout, the leader its sessions by expiry;
+    /// both then the ephemerals and the connections by expiry.
+    #[test]
+    fn dump_is_in_zookeepers_formats_on_leader_and_follower() {
+        let leader = leader();
+        let dump = render(FourLetterWord::Dump, &leader);
+        let lines: Vec<&str> = dump.lines().collect();
+        assert_eq!(lines[..2], ["SessionTracker dump:", "Session Sets (1)/(1):"], "{dump}");
+        assert!(
+            lines[2].starts_with("1 expire at ") && lines[2].ends_with(" UTC 1970:") && lines[3] == "\t0x10",
+            "{dump}"
+        );
+        assert!(dump.contains("ephemeral nodes dump:\nSessions with Ephemerals ("), "{dump}");
+        assert!(dump.contains("Connections dump:\nConnections Sets (1)/(1):\n"), "{dump}");
+        assert!(dump.contains("\tip: /127.0.0.1:5000 sessionId: 0x10\n"), "{dump}");
+        let mut follower = leader;
+        follower.report.status.role = zabkeeper_core::zab::Role::Following;
+        let dump = render(FourLetterWord::Dump, &follower);
+        let sessions = follower.details.sessions.len();
+        assert!(dump.starts_with(&format!("SessionTracker dump:\nGlobal Sessions({sessions}):\n0x10\t")), "{dump}");
     }
 
     #[test]
