@@ -263,18 +263,9 @@ fn java_date(ms: i64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let (days, secs) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000) / 1000);
-    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = zabkeeper_store::clock::civil_from_days(days);
     let weekday = DAYS[usize::try_from(days.rem_euclid(7)).unwrap_or(0)];
-    let month_name = MONTHS[usize::try_from(month - 1).unwrap_or(0)];
+    let month_name = MONTHS[usize::try_from(month.saturating_sub(1)).unwrap_or(0)];
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
     format!("{weekday} {month_name} {day:02} {h:02}:{m:02}:{s:02} UTC {year}")
 }

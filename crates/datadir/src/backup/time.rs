@@ -2,6 +2,7 @@
 //! `2024-05-01T14:30:00.250+02:00`) or milliseconds since the Unix epoch,
 //! as transactions carry them.
 
+pub use zabkeeper_store::clock::civil_from_days;
 /// Why a time was not understood.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -124,23 +125,6 @@ pub fn format_time(ms: i64) -> String {
     let (year, month, day) = civil_from_days(days);
     let (h, m, s, milli) = (in_day / 3_600_000, in_day / 60_000 % 60, in_day / 1000 % 60, in_day % 1000);
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
-}
-
-/// Days since 1970-01-01 to (year, month 1..=12, day 1..=31), proleptic
-/// Gregorian: Howard Hinnant's `civil_from_days`, the inverse of
-/// `days_from_civil`.
-pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    // Both within range by construction: day 1..=31, month 1..=12.
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]
