@@ -326,13 +326,21 @@ impl Facts {
         by_path
     }
 
-    /// `dump`'s expiry times: when each session connected here expires if
-    /// not heard from again (ms since the epoch, rounded up to a tick as
-    /// ZooKeeper's expiry buckets are), and its sessions. Sessions connected
-    /// elsewhere are not known here.
+    /// `dump`'s expiry times: when each session expires if not heard from
+    /// again (ms since the epoch, rounded up to a tick as ZooKeeper's expiry
+    /// buckets are), and its sessions: every session on the leader, which
+    /// tracks them; elsewhere those connected here (the others' expiry is
+    /// not known there).
     pub fn expiry_buckets(&self) -> BTreeMap<i64, Vec<SessionId>> {
         let tick = i64::try_from(self.config.tick_ms.max(1)).unwrap_or(i64::MAX);
         let mut buckets: BTreeMap<i64, Vec<SessionId>> = BTreeMap::new();
+        // The leader tracks every session's expiry, as ZooKeeper's does.
+        if !self.details.expiries.is_empty() {
+            for (session, at) in &self.details.expiries {
+                buckets.entry((at / tick).saturating_add(1).saturating_mul(tick)).or_default().push(*session);
+            }
+            return buckets;
+        }
         for c in &self.connections {
             if let Some(session) = c.session {
                 let at = c.last_heard_ms.saturating_add(i64::from(c.timeout_ms));
@@ -510,6 +518,8 @@ role = "observer"
         let details = Details {
             connections: vec![ConnSummary { conn: 4, session: Some(session), queued: 0, last_heard_ms: 1_000 }],
             sessions: vec![(session, 4000)],
+            // The leader's tracker: the connection's last word plus its timeout.
+            expiries: vec![(session, 5_000)],
             watches: vec![(session, vec!["/a".into(), "/b".into()])],
             ephemerals: vec![(session, vec!["/e".into()])],
         };

@@ -425,6 +425,14 @@ mod tests {
         assert!(dump.contains("ephemeral nodes dump:\nSessions with Ephemerals ("), "{dump}");
         assert!(dump.contains("Connections dump:\nConnections Sets (1)/(1):\n"), "{dump}");
         assert!(dump.contains("\tip: /127.0.0.1:5000 sessionId: 0x10\n"), "{dump}");
+        let mut everyone = leader.clone();
+        everyone.details.expiries.push((zabkeeper_core::ids::SessionId(0x20), 60_000));
+        let dump = render(FourLetterWord::Dump, &everyone);
+        assert!(
+            dump.starts_with("SessionTracker dump:\nSession Sets (2)/(2):\n"),
+            "sessions connected elsewhere too: {dump}"
+        );
+        assert!(dump.contains("1 expire at Thu Jan 01 00:01:00 UTC 1970:\n\t0x20\n"), "{dump}");
         let mut follower = leader;
         follower.report.status.role = zabkeeper_core::zab::Role::Following;
         let dump = render(FourLetterWord::Dump, &follower);

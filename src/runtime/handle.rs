@@ -135,6 +135,9 @@ pub struct Details {
     pub connections: Vec<ConnSummary>,
     /// Every live session and its timeout (ensemble-wide: from the tree).
     pub sessions: Vec<(zabkeeper_core::ids::SessionId, i32)>,
+    /// On the leader: every session and when it expires unless heard from,
+    /// ms since the epoch (empty elsewhere).
+    pub expiries: Vec<(zabkeeper_core::ids::SessionId, i64)>,
     /// Watched paths per session.
     pub watches: Vec<(zabkeeper_core::ids::SessionId, Vec<String>)>,
     /// Ephemerals per session.

@@ -353,7 +353,13 @@ impl Owner {
             }
             Query::Details(reply) => {
                 let tree = self.replica.tree();
+                let (now, tick) =
+                    (zabkeeper_store::clock::now_ms(), i64::try_from(self.config.tick_ms).unwrap_or(i64::MAX));
+                let expiries = self.replica.session_expiries().into_iter().map(|(s, ticks)| {
+                    (s, now.saturating_add(i64::try_from(ticks).unwrap_or(i64::MAX).saturating_mul(tick)))
+                });
                 let _ = reply.send(Details {
+                    expiries: expiries.collect(),
                     connections: self.replica.connections(),
                     sessions: tree.state().sessions().map(|(id, record)| (*id, record.timeout_ms)).collect(),
                     watches: tree.watches().by_session(),

@@ -419,6 +419,17 @@ impl Replica {
         self.read_index.due(&self.zab)
     }
 
+    /// On the leader, every session of the ensemble with the ticks left
+    /// before it expires unless heard from (ZooKeeper's leader `dump`);
+    /// empty on other members, which track no expiry.
+    pub fn session_expiries(&self) -> Vec<(SessionId, u64)> {
+        if !self.leading() {
+            return Vec::new();
+        }
+        let now = self.clock.ticks;
+        self.prep.deadlines().into_iter().map(|(s, at)| (s, at.saturating_sub(now))).collect()
+    }
+
     /// Connections here, with their session (once attached), queue depth
     /// and when each was last heard from.
     pub fn connections(&self) -> Vec<ConnSummary> {

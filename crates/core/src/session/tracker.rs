@@ -44,6 +44,11 @@ impl SessionTracker {
         self.by_deadline.entry(deadline).or_default().insert(session);
     }
 
+    /// Every live session's deadline tick, soonest first (`dump` on a leader).
+    pub fn deadlines(&self) -> Vec<(SessionId, u64)> {
+        self.by_deadline.iter().flat_map(|(at, sessions)| sessions.iter().map(|s| (*s, *at))).collect()
+    }
+
     /// Stops tracking a session (its close committed).
     pub fn remove(&mut self, session: SessionId) {
         if let Some(t) = self.sessions.remove(&session) {

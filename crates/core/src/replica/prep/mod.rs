@@ -120,6 +120,11 @@ impl Prep {
         }
     }
 
+    /// Every session's deadline tick (empty unless this member leads).
+    pub fn deadlines(&self) -> Vec<(SessionId, u64)> {
+        self.tracker.deadlines()
+    }
+
     /// Whether the session may still make requests (leader's view).
     pub fn is_live(&self, session: SessionId) -> bool {
         self.tracker.is_live(session)

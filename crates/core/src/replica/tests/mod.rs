@@ -655,3 +655,20 @@ fn a_member_with_audit_on_records_each_change_its_clients_make_once() {
     quiet.call(c, create("/not-audited", CreateMode::Persistent)).unwrap();
     assert!(quiet.audits.is_empty(), "audit is off by default");
 }
+
+#[test]
+fn the_leader_knows_when_every_session_expires_and_followers_none() {
+    let mut e = Ensemble::new(3);
+    let leader = e.leader();
+    let follower = if leader == 1 { 2 } else { 1 };
+    let (_, on_follower, _) = e.connect(follower);
+    let (_, on_leader, _) = e.connect(leader);
+    let mut expiries: Vec<_> = e.nodes[&leader].replica.session_expiries().into_iter().map(|(s, _)| s).collect();
+    expiries.sort_unstable();
+    let mut both = vec![on_follower, on_leader];
+    both.sort_unstable();
+    assert_eq!(expiries, both, "sessions connected to a follower too");
+    let timeout_ticks = e.nodes[&leader].replica.session_expiries().iter().map(|(_, left)| *left).max();
+    assert!(timeout_ticks.is_some_and(|t| t > 0), "{timeout_ticks:?}");
+    assert!(e.nodes[&follower].replica.session_expiries().is_empty());
+}
