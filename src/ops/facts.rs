@@ -66,6 +66,13 @@ pub struct Connection {
     pub figures: Option<ConnFigures>,
 }
 
+impl Connection {
+    /// When its session expires unless the client is heard from again, ms since the epoch.
+    pub fn expires_at_ms(&self) -> i64 {
+        self.last_heard_ms.saturating_add(i64::from(self.timeout_ms))
+    }
+}
+
 /// The body `srvr` and `stat` share (ZooKeeper's `ServerStats`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ServerStatsView {
@@ -332,23 +339,27 @@ impl Facts {
     /// tracks them; elsewhere those connected here (the others' expiry is
     /// not known there).
     pub fn expiry_buckets(&self) -> BTreeMap<i64, Vec<SessionId>> {
-        let tick = i64::try_from(self.config.tick_ms.max(1)).unwrap_or(i64::MAX);
         let mut buckets: BTreeMap<i64, Vec<SessionId>> = BTreeMap::new();
         // The leader tracks every session's expiry, as ZooKeeper's does.
         if !self.details.expiries.is_empty() {
             for (session, at) in &self.details.expiries {
-                buckets.entry((at / tick).saturating_add(1).saturating_mul(tick)).or_default().push(*session);
+                buckets.entry(self.expiry_bucket(*at)).or_default().push(*session);
             }
             return buckets;
         }
         for c in &self.connections {
             if let Some(session) = c.session {
-                let at = c.last_heard_ms.saturating_add(i64::from(c.timeout_ms));
-                let bucket = (at / tick).saturating_add(1).saturating_mul(tick);
-                buckets.entry(bucket).or_default().push(session);
+                buckets.entry(self.expiry_bucket(c.expires_at_ms())).or_default().push(session);
             }
         }
         buckets
+    }
+
+    /// The expiry bucket `at_ms` falls in: rounded up to the next tick, as
+    /// ZooKeeper's expiry queues round.
+    pub fn expiry_bucket(&self, at_ms: i64) -> i64 {
+        let tick = i64::try_from(self.config.tick_ms.max(1)).unwrap_or(i64::MAX);
+        (at_ms / tick).saturating_add(1).saturating_mul(tick)
     }
 
     /// The leader's peer host (`lead`'s leader_ip), when known.

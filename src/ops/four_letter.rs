@@ -241,11 +241,9 @@ fn mntr(facts: &Facts) -> String {
 /// `dump`'s last part, as ZooKeeper's: the connections by when they expire
 /// unless heard from (their session's timeout after they were last heard).
 fn connections_dump(facts: &Facts) -> String {
-    let tick = i64::try_from(facts.config.tick_ms.max(1)).unwrap_or(i64::MAX);
     let mut sets: std::collections::BTreeMap<i64, Vec<&facts::Connection>> = std::collections::BTreeMap::new();
     for c in &facts.connections {
-        let at = c.last_heard_ms.saturating_add(i64::from(c.timeout_ms));
-        sets.entry((at / tick).saturating_add(1).saturating_mul(tick)).or_default().push(c);
+        sets.entry(facts.expiry_bucket(c.expires_at_ms())).or_default().push(c);
     }
     let mut out = format!("Connections dump:\nConnections Sets ({})/({}):\n", sets.len(), facts.connections.len());
     for (at, conns) in &sets {

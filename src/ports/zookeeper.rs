@@ -364,8 +364,6 @@ fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectReque
         }
         ClientMessage::Reply { xid, echo, zxid, reply } => {
             let start = out.len();
-            // ZooKeeper counts a reply's bytes without its length prefix.
-            let counted = |out: &Vec<u8>| outbox.replied(out.len().saturating_sub(start + LEN_PREFIX));
             let close = match echo.shape {
                 Some(shape) => {
                     let auth_failed = shape.opcode == OpCode::Auth && reply.is_err();
@@ -379,7 +377,8 @@ fn encode(msg: ClientMessage, out: &mut Vec<u8>, connect: &records::ConnectReque
                     false
                 }
             };
-            counted(out);
+            // ZooKeeper counts a reply's bytes without its length prefix.
+            outbox.replied(out.len().saturating_sub(start + LEN_PREFIX));
             close
         }
         ClientMessage::Event(event) => {
