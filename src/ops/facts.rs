@@ -171,6 +171,12 @@ impl Facts {
         self
     }
 
+    /// Whether this member leads others (a lone member has no learners,
+    /// proposals or followers to show).
+    pub fn leads_an_ensemble(&self) -> bool {
+        self.report.status.role == Role::Leading && !self.config.standalone()
+    }
+
     /// Whether the replica serves clients now.
     pub fn serving(&self) -> bool {
         self.report.status.serving
@@ -298,7 +304,7 @@ impl Facts {
             lines.push(("open_file_descriptor_count", Figure::count(open)));
             lines.push(("max_file_descriptor_count", Figure::count(max)));
         }
-        if r.status.role == Role::Leading && !self.config.standalone() {
+        if self.leads_an_ensemble() {
             // As the leader sees them: learners connected (syncing or synced), then synced ones by kind.
             let synced_observers = self.synced_observers().len();
             let synced = r.followers.iter().filter(|f| f.synced).count();

@@ -129,7 +129,7 @@ pub fn render(word: FourLetterWord, facts: &Facts) -> String {
         FourLetterWord::Dump => {
             let mut out = String::from("SessionTracker dump:\n");
             if facts.report.status.role == zabkeeper_core::zab::Role::Leading {
-                // The leader's tracker, by expiry time (here: of the sessions connected to it).
+                // The leader's tracker: every session, by expiry time.
                 let buckets = facts.expiry_buckets();
                 let total: usize = buckets.values().map(Vec::len).sum();
                 let _ = writeln!(out, "Session Sets ({})/({total}):", buckets.len());
@@ -216,7 +216,7 @@ fn server_stats(facts: &Facts) -> String {
         s.server_state,
         s.node_count
     );
-    if facts.report.status.role == zabkeeper_core::zab::Role::Leading && !facts.config.standalone() {
+    if facts.leads_an_ensemble() {
         let p = facts.stats.proposals;
         let _ = writeln!(out, "Proposal sizes last/min/max: {}/{}/{}", p.last, p.min, p.max);
     }
@@ -232,7 +232,7 @@ fn mntr(facts: &Facts) -> String {
     }
     let _ = writeln!(out, "zk_last_zxid\t0x{:x}", facts.report.last_applied.0);
     let _ = writeln!(out, "zk_expired_sessions\t{}", facts.report.counters.expired_sessions);
-    if facts.report.status.role == zabkeeper_core::zab::Role::Leading && !facts.config.standalone() {
+    if facts.leads_an_ensemble() {
         let _ = writeln!(out, "zk_followers\t{}", facts.report.followers.len());
     }
     out

@@ -296,7 +296,7 @@ fn sizes(s: crate::telemetry::stats::Sizes) -> Value {
 fn server_stats(f: &Facts, extras: &Extras, put: &mut impl FnMut(&str, Value)) {
     let s = f.server_stats();
     put("client_response", sizes(f.stats.client_response));
-    if f.report.status.role == zabkeeper_core::zab::Role::Leading && !f.config.standalone() {
+    if f.leads_an_ensemble() {
         put("proposal_stats", sizes(f.stats.proposals));
     }
     put("version", json!(facts::full_version()));
